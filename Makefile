@@ -1,0 +1,38 @@
+# The course in two commands:  `make lab` opens it, `make test` checks all of it.
+# Each builds .venv on first use (Python 3.10+ and pip are all it needs).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.fromscratch-installed
+# torch is installed first and on its own, so that pip does not pick a build for us.
+# Any torch 2.x works: `make lab TORCH=torch` takes the newest from PyPI.
+TORCH ?= torch==2.13.0
+LAB_ARGS ?=
+PORT ?= 8000
+
+.PHONY: lab test install export readme docs serve-docs bench clean
+
+install: $(STAMP)
+
+$(STAMP): setup.py settings.ini
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet "$(TORCH)"
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --notebook-dir=nbs $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+# Re-run notebooks (all, or NB=nbs/01_matmul.ipynb), clean them, export the package and README.md.
+export: $(STAMP)
+	$(PY) tools/refresh.py $(NB)
+
+readme: $(STAMP)
+	$(PY) tools/readme.py
+
+clean:
+	rm -rf $(VENV) _docs _site _proc build dist *.egg-info

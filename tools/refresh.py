@@ -1,0 +1,40 @@
+"""Re-run notebooks top to bottom, store their outputs, clean them and export the package.
+
+    python tools/refresh.py                      # every notebook in nbs/
+    python tools/refresh.py nbs/01_matmul.ipynb  # just these
+
+This is the step to run before committing a notebook: nbval later re-runs each notebook and compares
+what it prints with the outputs stored here.
+"""
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_notebook(path, timeout=1200):
+    "Execute the notebook at `path` in its own folder with this interpreter's kernel and save it."
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name='python3',
+                            resources={'metadata': {'path': str(Path(path).parent)}})
+    client.execute()
+    nbformat.write(nb, path)
+
+
+def main(paths):
+    paths = [Path(p) for p in paths] or sorted((ROOT / 'nbs').glob('*.ipynb'))
+    for p in paths:
+        print(f'running {p}', flush=True)
+        run_notebook(p)
+    bindir = Path(sys.executable).parent
+    for p in paths: subprocess.run([str(bindir / 'nbdev_clean'), '--fname', str(p)], check=True, cwd=ROOT)
+    subprocess.run([str(bindir / 'nbdev_export')], check=True, cwd=ROOT)
+    subprocess.run([sys.executable, str(ROOT / 'tools' / 'readme.py')], check=True, cwd=ROOT)
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])
