@@ -33,6 +33,7 @@ setuptools.setup(
     ] + ['Programming Language :: Python :: ' + v for v in py_versions[py_versions.index(min_python):]],
     packages=setuptools.find_packages(include=['fromscratch', 'fromscratch.*']),
     include_package_data=True,
+    package_data={'fromscratch': ['*.npz']},   # the embedded MNIST sample
     install_requires=cfg['requirements'].split(),
     extras_require={'dev': cfg['dev_requirements'].split()},
     python_requires='>=' + min_python,
