@@ -5,7 +5,15 @@ cell without one as never run and refuses to compare its stored outputs ("Unrun 
 outputs"). Every notebook in nbs/ is executed top to bottom before it is committed (tools/refresh.py),
 so we number its code cells in order as they are collected, and nbval compares every stored output.
 """
-from nbval.plugin import IPyNbFile
+import os
+
+# One BLAS thread in tests and in the notebook kernels nbval starts (they inherit this environment):
+# results then do not depend on how the BLAS splits a product between threads, and on a loaded 2-core
+# machine small products do not slow down tenfold from threads competing for the cores.
+for _var in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
+    os.environ.setdefault(_var, '1')
+
+from nbval.plugin import IPyNbFile  # noqa: E402
 
 _collect = IPyNbFile.collect
 

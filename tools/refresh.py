@@ -6,9 +6,14 @@
 This is the step to run before committing a notebook: nbval later re-runs each notebook and compares
 what it prints with the outputs stored here.
 """
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+# The same single-threaded BLAS as the test run (conftest.py), so stored outputs are what nbval sees.
+for _var in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
+    os.environ.setdefault(_var, '1')
 
 import nbformat
 from nbclient import NotebookClient
