@@ -10,6 +10,8 @@ STAMP := $(VENV)/.fromscratch-installed
 TORCH ?= torch==2.13.0
 LAB_ARGS ?=
 PORT ?= 8000
+SITE ?= _site
+SERVE_ARGS ?=
 
 .PHONY: lab test install export readme docs serve-docs bench clean
 
@@ -33,6 +35,14 @@ export: $(STAMP)
 
 readme: $(STAMP)
 	$(PY) tools/readme.py
+
+# The documentation site, offline: every notebook as a static HTML page in $(SITE)/ (no quarto needed).
+docs: $(STAMP)
+	$(PY) tools/docsite.py build $(SITE)
+
+# Serve $(SITE)/ on http://127.0.0.1:$(PORT)/ for your browser (builds it first if it is missing).
+serve-docs: $(STAMP)
+	$(PY) tools/docsite.py serve $(SITE) --port $(PORT) $(SERVE_ARGS)
 
 clean:
 	rm -rf $(VENV) _docs _site _proc build dist *.egg-info

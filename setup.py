@@ -38,4 +38,5 @@ setuptools.setup(
     extras_require={'dev': cfg['dev_requirements'].split()},
     python_requires='>=' + min_python,
     zip_safe=False,
+    entry_points={'nbdev': [f"{cfg['lib_name']}={cfg['lib_name']}._modidx:d"]},  # nbdev's doc links
 )

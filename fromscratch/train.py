@@ -107,5 +107,6 @@ def main(argv=None):
     return 0
 
 # %% ../nbs/12a_train.ipynb
+#| eval: false
 if __name__ == '__main__' and 'ipykernel' not in sys.modules:
     sys.exit(main())
