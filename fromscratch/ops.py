@@ -20,7 +20,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from .tensor import Tensor, Function, result_type, float32, float64, int64, _inplace
+from .tensor import Tensor, Function, result_type, float32, float64, int64, _inplace, _make_view
 
 # the engine module itself, to read its grad mode (`fromscratch.tensor` as an attribute is the function `tensor`)
 _engine = importlib.import_module('fromscratch.tensor')
@@ -69,11 +69,10 @@ def _kept_shape(shape, dims):
     return tuple(1 if i in dims else s for i, s in enumerate(shape))
 
 # %% ../nbs/07_ops.ipynb
-def _view_of(a, array):
-    "A tensor on `array`, sharing `a`'s version counter when `array` shares its memory."
+def _view_of(a, array, fn):
+    "A tensor on `array`; if that shares `a`'s memory, registered as the view `fn(a)` (with `a`'s version counter)."
     out = Tensor(array)
-    if np.may_share_memory(array, a.array): out._version_counter = a._version_counter
-    return out
+    return _make_view(out, a, fn) if np.may_share_memory(array, a.array) else out
 
 def _size_arg(shape):
     "The sizes given as `f(2, 3)` or `f((2, 3))`, as a tuple."
@@ -86,10 +85,11 @@ class Reshape(Function):
     def forward(ctx, a, shape, view=False):
         ctx.shape = a.array.shape
         shape = _infer_shape(shape, a.array.size)
-        try: return _view_of(a, np.reshape(a.array, shape, copy=False if view else None))
+        try: out = np.reshape(a.array, shape, copy=False if view else None)
         except ValueError: raise RuntimeError(
             "view size is not compatible with input tensor's size and stride (at least one dimension spans "
             "across two contiguous subspaces). Use .reshape(...) instead.") from None
+        return _view_of(a, out, lambda t: Reshape.apply(t, shape))
     @staticmethod
     def backward(ctx, grad_output): return grad_output.reshape(ctx.shape), None, None
 
@@ -146,7 +146,7 @@ class Permute(Function):
     @staticmethod
     def forward(ctx, a, dims):
         ctx.dims = dims
-        return _view_of(a, a.array.transpose(dims))
+        return _view_of(a, a.array.transpose(dims), lambda t: Permute.apply(t, dims))
     @staticmethod
     def backward(ctx, grad_output): return grad_output.permute(*np.argsort(ctx.dims).tolist()), None
 
@@ -245,7 +245,7 @@ class Expand(Function):
     @staticmethod
     def forward(ctx, a, shape):
         ctx.shape = a.array.shape
-        return _view_of(a, np.broadcast_to(a.array, shape))
+        return _view_of(a, np.broadcast_to(a.array, shape), lambda t: Expand.apply(t, shape))
     @staticmethod
     def backward(ctx, grad_output): return grad_output.sum_to_size(ctx.shape), None
 
@@ -835,7 +835,7 @@ class Index(Function):
         out = a.array[idx]
         if not isinstance(out, np.ndarray):   # one element: numpy gives a scalar, `...` gives a 0-d view
             out = a.array[(idx if isinstance(idx, tuple) else (idx,)) + (Ellipsis,)]
-        return _view_of(a, out)
+        return _view_of(a, out, lambda t: Index.apply(t, idx))
     @staticmethod
     def backward(ctx, grad_output): return IndexAdd.apply(grad_output, ctx.idx, ctx.shape), None
 
@@ -902,6 +902,17 @@ def _recording(self, other=None):
     "Whether an in-place change of `self` by `other` must be recorded in the graph."
     return _engine._grad_enabled and (self._requires_grad or (isinstance(other, Tensor) and other._requires_grad))
 
+_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
+            "location. Please clone() the tensor before performing the operation.")
+
+def _record(self, result):
+    "`_inplace(self, result)`, with PyTorch's error when `self` cannot be written (an `expand`ed tensor)."
+    try: return _inplace(self, result)
+    except ValueError:   # numpy's "assignment destination is read-only"
+        if self.array.flags.writeable: raise
+        raise RuntimeError(_OVERLAP) from None
+
+# %% ../nbs/07_ops.ipynb
 def _write(self, ufunc, other, alpha=1):
     "`self = ufunc(self, other)` straight into self's memory, with PyTorch's dtype rule; bumps the version."
     x, y = self.array, (other.array if isinstance(other, Tensor) else other)
@@ -909,9 +920,7 @@ def _write(self, ufunc, other, alpha=1):
         rt = float32 if ufunc is np.true_divide and result_type(self, other).kind != 'f' else result_type(self, other)
         if _engine._kinds.get(rt.kind, 3) > _engine._kinds.get(x.dtype.kind, 3):
             raise RuntimeError(f"result type {rt} can't be cast to the desired output type {x.dtype}")
-    if not x.flags.writeable:
-        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
-                           "single memory location. Please clone() the tensor before performing the operation.")
+    if not x.flags.writeable: raise RuntimeError(_OVERLAP)
     if alpha != 1: y = np.multiply(y, alpha)
     try: ufunc(x, y, out=x, casting='unsafe')
     except ValueError: raise _broadcast_error(x.shape, np.shape(y)) from None
@@ -921,23 +930,23 @@ def _write(self, ufunc, other, alpha=1):
 # %% ../nbs/07_ops.ipynb
 def _add_(self, other, alpha=1):
     "self += alpha * other, in place."
-    if _recording(self, other): return _inplace(self, self + (other if alpha == 1 else other * alpha))
+    if _recording(self, other): return _record(self, self + (other if alpha == 1 else other * alpha))
     return _write(self, np.add, other, alpha)
 
 def _sub_(self, other, alpha=1):
     "self -= alpha * other, in place."
-    if _recording(self, other): return _inplace(self, self - (other if alpha == 1 else other * alpha))
+    if _recording(self, other): return _record(self, self - (other if alpha == 1 else other * alpha))
     return _write(self, np.subtract, other, alpha)
 
 def _mul_(self, other):
     "self *= other, in place."
     if not _recording(self, other): return _write(self, np.multiply, other)
-    return _inplace(self, (self.clone() if isinstance(other, Tensor) and other._requires_grad else self) * other)
+    return _record(self, (self.clone() if isinstance(other, Tensor) and other._requires_grad else self) * other)
 
 def _div_(self, other):
     "self /= other, in place."
     if not _recording(self, other): return _write(self, np.true_divide, other)
-    return _inplace(self, (self.clone() if isinstance(other, Tensor) and other._requires_grad else self) / other)
+    return _record(self, (self.clone() if isinstance(other, Tensor) and other._requires_grad else self) / other)
 
 Tensor.add_, Tensor.sub_, Tensor.mul_, Tensor.div_ = _add_, _sub_, _mul_, _div_
 Tensor.__iadd__, Tensor.__isub__, Tensor.__imul__, Tensor.__itruediv__ = _add_, _sub_, _mul_, _div_
@@ -967,7 +976,7 @@ class Fill(Function):
 def _copy_(self, src):
     "Copy the values of `src` (broadcast to this shape) into this tensor."
     if not isinstance(src, Tensor): src = Tensor(np.asarray(src))
-    if _recording(self, src): return _inplace(self, Copy.apply(self, src))
+    if _recording(self, src): return _record(self, Copy.apply(self, src))
     if not self.array.flags.writeable: _write(self, np.add, 0)   # raises PyTorch's error
     try: np.copyto(self.array, src.array, casting='unsafe')
     except ValueError: raise _broadcast_error(self.array.shape, src.array.shape) from None
@@ -976,7 +985,7 @@ def _copy_(self, src):
 
 def _fill_(self, value):
     "Set every element to `value`."
-    if _recording(self, value): return _inplace(self, Fill.apply(self, value))
+    if _recording(self, value): return _record(self, Fill.apply(self, value))
     if not self.array.flags.writeable: _write(self, np.add, 0)
     self.array.fill(value.item() if isinstance(value, Tensor) else value)
     self._version_counter[0] += 1
@@ -1008,7 +1017,7 @@ def _setitem(self, idx, value):
     "`self[idx] = value`, in place; recorded in the graph when `self` or `value` requires grad."
     idx = _np_index(idx)
     if _recording(self, value):
-        _inplace(self, IndexPut.apply(self, idx, value))
+        _record(self, IndexPut.apply(self, idx, value))
         return
     if not self.array.flags.writeable: _write(self, np.add, 0)   # raises PyTorch's error
     self.array[idx] = value.array if isinstance(value, Tensor) else value
@@ -1183,7 +1192,8 @@ class Einsum(Function):
         try: out = np.einsum(f"{','.join(ins)}->{rhs}", *arrays, optimize=len(arrays) > 1)
         except ValueError as e: raise RuntimeError(f"einsum(): {e} (equation '{equation}', operand shapes "
                                                    f"{[list(s) for s in ctx.shapes]})") from None
-        return Tensor(np.asarray(out))
+        out = np.asarray(out)   # one operand: numpy may return a view ('ii->i', 'ij->ji'), and so does torch
+        return _view_of(operands[0], out, lambda t: Einsum.apply(equation, t)) if len(operands) == 1 else Tensor(out)
     @staticmethod
     def backward(ctx, grad_output):
         operands = ctx.saved_tensors

@@ -166,7 +166,7 @@ class Tensor:
     def __init__(self, array, requires_grad=False):
         self.array, self.grad_fn, self._grad, self._output_nr = array, None, None, 0
         self._version_counter, self._hooks, self._retains_grad, self._accumulator = [0], None, False, None
-        self._requires_grad = False
+        self._requires_grad, self._view = False, None
         if requires_grad: self.requires_grad = True
 
 # %% ../nbs/06_tensor.ipynb
@@ -745,7 +745,7 @@ def _unused(result, inputs, allow_unused, materialize_grads):
 # %% ../nbs/06_tensor.ipynb
 def _inplace(self, result):
     "Make `self` hold `result` (computed out of place from it), bumping the version and taking its history."
-    view = getattr(self, '_view', None)     # (base, fn) for a view, unset otherwise
+    view = self._view                       # (base, fn) for a view, None otherwise
     if _grad_enabled:
         if self.grad_fn is None and self._requires_grad:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
@@ -773,7 +773,7 @@ def _rebase(self, node, nr):
 # %% ../nbs/06_tensor.ipynb
 def _make_view(out, base, fn):
     "Record that `out` is `fn(base)`, a view that shares `base`'s memory and version counter."
-    parent = getattr(base, '_view', None)
+    parent = base._view
     if parent is not None:
         base, first = parent
         fn = _compose(first, fn)
@@ -787,7 +787,7 @@ class CopySlices(Function):
     "`base` with its region `fn(base)` overwritten by `src`: what an in-place change through a view makes of the base."
     @staticmethod
     def forward(ctx, base, src, fn):
-        keep = np.ones(base.array.shape, dtype=bool)
+        keep = np.ones_like(base.array, dtype=bool)   # the base's layout, so fn views it the same way
         region = fn(Tensor(keep)).array
         if not np.shares_memory(region, keep): raise RuntimeError(f"{fn} does not take a view")
         region[...] = False

@@ -1513,11 +1513,6 @@ def test_in_place_through_a_view_of_a_leaf_raises():
     assert w.tolist() == [2.0, 4.0, 3.0]
 
 
-ops_mark_views = getattr(fs.ones(3)[1:], '_view', None) is not None
-
-
-@pytest.mark.skipif(not ops_mark_views, reason="07_ops's view operations do not call _make_view yet "
-                                               "(see /work/scratch/ENGINE_NOTES.md)")
 @pytest.mark.parametrize('case', ['slice', 'int_index', 'reshape', 'transpose', 'nested'])
 def test_in_place_through_a_view_of_ops(case):
     def run(lib, x, w):
