@@ -44,5 +44,9 @@ docs: $(STAMP)
 serve-docs: $(STAMP)
 	$(PY) tools/docsite.py serve $(SITE) --port $(PORT) $(SERVE_ARGS)
 
+# Benchmarks against torch and hand-written numpy, side by side in one run (BENCH_ARGS=--quick for a fast look).
+bench: $(STAMP)
+	$(PY) -m fromscratch.bench $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) _docs _site _proc build dist *.egg-info
