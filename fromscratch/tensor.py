@@ -181,7 +181,9 @@ Tensor._version = property(lambda self: self._version_counter[0])
 Tensor.__len__ = lambda self: len(self.array)
 
 # %% ../nbs/06_tensor.ipynb
-def _get_requires_grad(self): return self._requires_grad
+def _get_requires_grad(self):
+    if self._view is not None: _stale_needs_grad((self,))    # a stale view: take its history again first
+    return self._requires_grad
 
 def _set_requires_grad(self, flag):
     if self.grad_fn is not None and not flag:
@@ -373,12 +375,23 @@ Tensor.__bool__ = _bool
 # %% ../nbs/06_tensor.ipynb
 def _edge(t):
     "The `(node, output_index)` pair a gradient for `t` must be sent to."
+    view = t._view                      # a view whose base changed in place takes its history again
+    if view is not None and view[2] != t._version_counter[0]: _regenerate(t)
     if t.grad_fn is not None: return (t.grad_fn, t._output_nr)
     acc = t._accumulator() if t._accumulator is not None else None
     if acc is None:
         acc = AccumulateGrad(t)
         t._accumulator = weakref.ref(acc)
     return (acc, 0)
+
+def _stale_needs_grad(args):
+    "Regenerate the stale views among `args`; whether one of them requires grad now (its base gained a history)."
+    found = False
+    for a in args:
+        if isinstance(a, Tensor) and a._view is not None and a._view[2] != a._version_counter[0]:
+            _regenerate(a)
+            found = found or a._requires_grad
+    return found
 
 # %% ../nbs/06_tensor.ipynb
 class Function:
@@ -396,6 +409,7 @@ class Function:
         if not (_grad_enabled and any(needs)):
             ctx = Context(cls, (False,) * len(args))
             if not _grad_enabled: return cls.forward(ctx, *args)
+            if _stale_needs_grad(args): return cls.apply(*args)
             _grad_enabled = False
             try: return cls.forward(ctx, *args)
             finally: _grad_enabled = True
@@ -689,6 +703,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     tensors = (tensors,) if isinstance(tensors, Tensor) else tuple(tensors)
     if grad_tensors is None: grad_tensors = (None,) * len(tensors)
     elif isinstance(grad_tensors, Tensor): grad_tensors = (grad_tensors,)
+    _stale_needs_grad(tensors)        # a stale view as root: its history is taken again first
     for i, t in enumerate(tensors):
         if not t._requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
@@ -697,6 +712,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if inputs is not None:
         inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
         if not inputs: raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+        _stale_needs_grad(inputs)
         for t in inputs:
             if not t._requires_grad: raise RuntimeError("One of the differentiated Tensors does not require grad")
             if t.grad_fn is not None: t.retain_grad()
@@ -718,6 +734,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
     if grad_outputs is None or isinstance(grad_outputs, Tensor):
         grad_outputs = (None,) * len(outputs) if grad_outputs is None else (grad_outputs,)
+    _stale_needs_grad(outputs + inputs)
     for i, t in enumerate(outputs):
         if not t._requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
@@ -745,7 +762,7 @@ def _unused(result, inputs, allow_unused, materialize_grads):
 # %% ../nbs/06_tensor.ipynb
 def _inplace(self, result):
     "Make `self` hold `result` (computed out of place from it), bumping the version and taking its history."
-    view = self._view                       # (base, fn) for a view, None otherwise
+    view = self._view                       # (base, fn, version) for a view, None otherwise
     if _grad_enabled:
         if self.grad_fn is None and self._requires_grad:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
@@ -775,9 +792,9 @@ def _make_view(out, base, fn):
     "Record that `out` is `fn(base)`, a view that shares `base`'s memory and version counter."
     parent = base._view
     if parent is not None:
-        base, first = parent
+        base, first, _ = parent
         fn = _compose(first, fn)
-    out._view, out._version_counter = (base, fn), base._version_counter
+    out._view, out._version_counter = (base, fn, base._version_counter[0]), base._version_counter
     return out
 
 def _compose(first, then): return lambda t: then(first(t))
@@ -804,7 +821,17 @@ class CopySlices(Function):
 # %% ../nbs/06_tensor.ipynb
 def _rebase_view(self, view, result):
     "After `result` was written through the view `self`: new histories for its base and for `self`."
-    base, fn = view
+    base, fn, _ = view
     _rebase(base, CopySlices.apply(base, result, fn).grad_fn, 0)
-    again = fn(base)
-    _rebase(self, again.grad_fn, again._output_nr)
+    _regenerate(self)
+
+# %% ../nbs/06_tensor.ipynb
+def _regenerate(view):
+    "Give `view` the history `fn(base)` from its base's current history, and note the version it matches."
+    global _grad_enabled
+    base, fn, _ = view._view
+    previous, _grad_enabled = _grad_enabled, True
+    try: again = fn(base)
+    finally: _grad_enabled = previous
+    view._view = (base, fn, view._version_counter[0])
+    if again.grad_fn is not None: _rebase(view, again.grad_fn, again._output_nr)
