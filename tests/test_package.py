@@ -13,7 +13,7 @@ PKG = ROOT / 'fromscratch'
 def test_import_needs_numpy_only():
     code = ("import sys, fromscratch, pkgutil, importlib\n"
             "for m in pkgutil.walk_packages(fromscratch.__path__, 'fromscratch.'):\n"
-            "    if m.name.split('.')[-1] not in ('train', 'bench') and not m.name.split('.')[-1].startswith('_'):\n"
+            "    if not m.name.split('.')[-1].startswith('_'):\n"
             "        importlib.import_module(m.name)\n"
             "print(sorted({'torch', 'matplotlib', 'tqdm', 'pytest', 'hypothesis'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
