@@ -13,7 +13,7 @@ PORT ?= 8000
 SITE ?= _site
 SERVE_ARGS ?=
 
-.PHONY: lab test install export readme docs serve-docs bench clean
+.PHONY: lab test test-kernels install export readme docs serve-docs bench clean
 
 install: $(STAMP)
 
@@ -28,6 +28,11 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+# The notebooks again under other OpenBLAS kernels: a stored output must not depend on the CPU's BLAS code.
+KERNELS ?= Prescott Haswell Zen SkylakeX
+test-kernels: $(STAMP)
+	for k in $(KERNELS); do echo "== nbval with OPENBLAS_CORETYPE=$$k"; OPENBLAS_CORETYPE=$$k $(PY) -m pytest nbs -q || exit 1; done
 
 # Re-run notebooks (all, or NB=nbs/01_matmul.ipynb), clean them, export the package and README.md.
 export: $(STAMP)

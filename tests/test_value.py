@@ -1,9 +1,7 @@
 """`fromscratch.value`: every op, random expression graphs, reuse, long chains and the drawing, against torch in float64."""
-import gc
 import math
 import operator
 import random
-import time
 
 import pytest
 import torch
@@ -328,20 +326,45 @@ def test_100k_chain_has_no_recursion_error():
     assert len(topo_order(y)) == 200_001
 
 
-def test_chain_time_is_roughly_linear():
-    def best_backward_time(n):
-        _, y = chain(n)
-        times = []
-        gc.disable()                              # collector runs would be noise, not the algorithm
-        try:
-            for _ in range(3):
-                start = time.perf_counter(); y.backward(); times.append(time.perf_counter() - start)
-        finally:
-            gc.enable()
-        return min(times)
-    small, big = best_backward_time(10_000), best_backward_time(100_000)
-    # linear: about 10x; quadratic would be about 100x
-    assert big / small < 40, f'10k nodes: {small:.3f} s, 100k nodes: {big:.3f} s'
+class CountedChildren(tuple):
+    "A node's `children` that count how often a graph walk reads them (iterated or reversed)."
+    def __new__(cls, children, counts): self = super().__new__(cls, children); self.counts = counts; return self
+    def __iter__(self): self.counts['children read'] += 1; return super().__iter__()
+    def __reversed__(self): self.counts['children read'] += 1; return iter(self[::-1])   # a slice is a plain tuple
+
+
+def backward_work(root):
+    "Run `root.backward()` with every node instrumented; return how often children were read and local backwards ran."
+    counts = {'children read': 0, 'local backwards': 0}
+    def counted(f):
+        def run(): counts['local backwards'] += 1; f()
+        return run
+    nodes = topo_order(root)
+    for node in nodes: node.children, node._backward = CountedChildren(node.children, counts), counted(node._backward)
+    root.backward()
+    return len(nodes), counts
+
+
+@pytest.mark.parametrize('n', [10_000, 100_000])
+def test_backward_work_is_linear_in_the_chain(n):
+    # no clock: the work is counted. Each node's inputs are read once and its local backward runs once,
+    # so ten times the chain is exactly ten times the work (a quadratic walk would read children n^2 times).
+    _, y = chain(n)
+    nodes, counts = backward_work(y)
+    assert nodes == 2 * n + 1                    # n products and the n constants they multiply by, plus x
+    assert counts == {'children read': nodes, 'local backwards': nodes}
+
+
+def test_backward_work_is_linear_in_nodes_not_in_paths():
+    # 16 stacked diamonds: 2**16 paths lead back to x, yet every node is still visited once
+    x = y = Value(0.3)
+    for _ in range(16): y = (y * 0.5).tanh() + y * 0.5
+    nodes, counts = backward_work(y)
+    assert counts == {'children read': nodes, 'local backwards': nodes}
+    xt = yt = leaf(0.3)
+    for _ in range(16): yt = (yt * 0.5).tanh() + yt * 0.5
+    yt.backward()
+    check_close(x.grad, xt.grad.item(), rtol=1e-10)
 
 
 # ---- the drawing -----------------------------------------------------------------------------------
