@@ -23,7 +23,10 @@ $(STAMP): setup.py settings.ini
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
+# The course's own lab settings (tools/jupyter: open the index, no news prompt, nothing fetched) are added
+# to JUPYTER_CONFIG_PATH for this command only; your global Jupyter settings are left alone.
 lab: $(STAMP)
+	JUPYTER_CONFIG_PATH="$(CURDIR)/tools/jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
 	$(VENV)/bin/jupyter lab --notebook-dir=nbs $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 test: $(STAMP)

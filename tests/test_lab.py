@@ -1,4 +1,9 @@
-"""The course command, as a learner meets it: `make lab` starts JupyterLab serving nbs/."""
+"""The course as a learner opens it: `make lab` starts JupyterLab on nbs/, opens the learning path, and
+every notebook opens straight onto the project's Python kernel, with no dialog and no news prompt.
+
+The browser part needs Chromium (see tests/browser.py); a screenshot of an opened notebook is saved in
+build/screenshots/.
+"""
 import json
 import os
 import shutil
@@ -7,11 +12,15 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
+import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+SHOTS = ROOT / 'build' / 'screenshots'
+NOTEBOOKS = sorted((ROOT / 'nbs').glob('*.ipynb'))
 
 
 def free_port():
@@ -21,41 +30,199 @@ def free_port():
 
 
 def lab_command(port, token):
-    "The README's `make lab`, pointed at this interpreter's environment, without a browser."
+    "The README's `make lab`, pointed at this interpreter's environment, without a browser: (command, extra env)."
     args = f'--no-browser --ip=127.0.0.1 --port={port} --IdentityProvider.token={token} --ServerApp.port_retries=0'
     venv = Path(sys.prefix)
     if shutil.which('make'):
         # -o: take the environment as installed (it is: this test runs in it) instead of rebuilding it
         return ['make', '--no-print-directory', '-o', str(venv / '.fromscratch-installed'), 'lab',
-                f'VENV={venv}', f'LAB_ARGS={args}']
+                f'VENV={venv}', f'LAB_ARGS={args}'], {}
     root = ['--allow-root'] if os.geteuid() == 0 else []
-    return [str(venv / 'bin' / 'jupyter'), 'lab', '--notebook-dir=nbs', *root, *args.split()]
+    return ([str(venv / 'bin' / 'jupyter'), 'lab', '--notebook-dir=nbs', *root, *args.split()],
+            {'JUPYTER_CONFIG_PATH': str(ROOT / 'tools' / 'jupyter')})
 
 
-def get_json(url, timeout=2):
-    with urllib.request.urlopen(url, timeout=timeout) as r: return json.load(r)
+def get_json(url, timeout=5, method='GET', body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers={'Content-Type': 'application/json'})
+    with urllib.request.urlopen(req, timeout=timeout) as r: return json.load(r) if r.status != 204 else None
 
 
-def test_lab_serves_the_notebooks(tmp_path):
-    port, token = free_port(), 'fromscratch-test'
-    env = {**os.environ, 'JUPYTER_RUNTIME_DIR': str(tmp_path), 'JUPYTER_CONFIG_DIR': str(tmp_path / 'cfg')}
-    proc = subprocess.Popen(lab_command(port, token), cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        url = f'http://127.0.0.1:{port}/api/contents?token={token}'
-        deadline, listing = time.monotonic() + 90, None
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                listing = get_json(url); break
-            except OSError: time.sleep(0.5)
-        assert listing is not None, f'JupyterLab did not answer on port {port}'
-        names = {item['name'] for item in listing['content']}
-        expected = {p.name for p in (ROOT / 'nbs').glob('*.ipynb')}
-        assert expected <= names, f'missing from the server: {expected - names}'
-        with urllib.request.urlopen(f'http://127.0.0.1:{port}/lab?token={token}', timeout=5) as r:
-            assert r.status == 200 and b'JupyterLab' in r.read()
-    finally:
-        os.killpg(proc.pid, 15)
-        try: proc.wait(timeout=20)
+class Lab:
+    "A running `make lab` on a free loopback port: `url(path)` adds the token; `stop()` ends it by process id."
+    def __init__(self, home):
+        self.port, self.token = free_port(), 'fromscratch-test'
+        # a fresh Jupyter config and runtime folder: the learner's own settings and workspaces are not read
+        env = {**os.environ, 'JUPYTER_RUNTIME_DIR': str(home / 'runtime'), 'JUPYTER_CONFIG_DIR': str(home / 'config')}
+        env.pop('JUPYTER_CONFIG_PATH', None)
+        cmd, extra = lab_command(self.port, self.token)
+        env.update(extra)
+        self.log = open(home / 'lab.log', 'w')
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.monotonic() + 90
+        while True:
+            try: get_json(self.url('/api/status')); break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f'JupyterLab did not answer on port {self.port}: {(home / "lab.log").read_text()[-2000:]}')
+                time.sleep(0.5)
+
+    def url(self, path):
+        return f'http://127.0.0.1:{self.port}{path}{"&" if "?" in path else "?"}token={self.token}'
+
+    def stop(self):
+        try: os.killpg(self.proc.pid, 15)
+        except ProcessLookupError: pass
+        try: self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9); proc.wait()
+            os.killpg(self.proc.pid, 9); self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture(scope='module')
+def lab(tmp_path_factory):
+    server = Lab(tmp_path_factory.mktemp('lab'))
+    try: yield server
+    finally: server.stop()
+
+
+# ---- the notebooks name the kernel ------------------------------------------------------------------
+
+@pytest.mark.parametrize('path', NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_names_the_standard_python3_kernel(path):
+    # without a kernelspec JupyterLab asks "Select Kernel" each time the notebook is opened
+    spec = nbformat.read(path, as_version=4).metadata.get('kernelspec')
+    assert spec is not None, f'{path.name} has no kernelspec: JupyterLab would ask which kernel to use'
+    assert spec['name'] == 'python3' and spec['language'] == 'python', spec
+
+
+def test_the_environment_has_the_python3_kernel():
+    # `python3` is ipykernel's kernel of the environment the lab runs in (plain `jupyter lab` included)
+    out = subprocess.run([str(Path(sys.prefix) / 'bin' / 'jupyter'), 'kernelspec', 'list', '--json'],
+                         capture_output=True, text=True, check=True).stdout
+    spec = json.loads(out)['kernelspecs']['python3']
+    assert Path(spec['resource_dir']).is_relative_to(sys.prefix), spec['resource_dir']
+    assert spec['spec']['argv'][0] in ('python', 'python3', sys.executable)   # jupyter_client runs it with its own Python
+
+
+# ---- the server -------------------------------------------------------------------------------------
+
+def test_lab_serves_the_notebooks(lab):
+    names = {item['name'] for item in get_json(lab.url('/api/contents'))['content']}
+    expected = {p.name for p in NOTEBOOKS}
+    assert expected <= names, f'missing from the server: {expected - names}'
+
+
+def test_lab_starts_on_the_learning_path(lab):
+    req = urllib.request.Request(lab.url('/'), method='GET')
+    opener = urllib.request.build_opener(type('NoRedirect', (urllib.request.HTTPRedirectHandler,),
+                                              {'redirect_request': lambda *a, **k: None}))
+    with pytest.raises(urllib.error.HTTPError) as e: opener.open(req, timeout=5)
+    assert e.value.code == 302 and e.value.headers['Location'].startswith('/lab/tree/index.ipynb')
+
+
+def test_lab_asks_no_news_and_checks_no_updates(lab):
+    schema = get_json(lab.url('/lab/api/settings/@jupyterlab/apputils-extension:notification'))['schema']
+    defaults = {k: v.get('default') for k, v in schema['properties'].items()}
+    assert defaults['fetchNews'] == 'false' and defaults['checkForUpdates'] is False
+
+
+def run_in_kernel(lab, code, timeout=60):
+    "Start a `python3` kernel through the server's REST API, run `code` over its websocket, return (stdout, reply)."
+    import websocket
+    kernel = get_json(lab.url('/api/kernels'), method='POST', body={'name': 'python3'})
+    ws = websocket.create_connection(lab.url(f'/api/kernels/{kernel["id"]}/channels').replace('http', 'ws', 1),
+                                     timeout=timeout, suppress_origin=True)
+    try:
+        msg_id = uuid.uuid4().hex
+        ws.send(json.dumps({'header': {'msg_id': msg_id, 'msg_type': 'execute_request', 'username': 'test',
+                                       'session': uuid.uuid4().hex, 'version': '5.3'},
+                            'parent_header': {}, 'metadata': {}, 'channel': 'shell', 'buffers': [],
+                            'content': {'code': code, 'silent': False, 'store_history': False,
+                                        'user_expressions': {}, 'allow_stdin': False}}))
+        stdout, reply, idle = [], None, False
+        deadline = time.monotonic() + timeout
+        while not (reply and idle):
+            assert time.monotonic() < deadline, 'the kernel did not answer'
+            msg = json.loads(ws.recv())
+            if msg.get('parent_header', {}).get('msg_id') != msg_id: continue
+            kind = msg['header']['msg_type']
+            if kind == 'stream' and msg['content']['name'] == 'stdout': stdout.append(msg['content']['text'])
+            elif kind == 'error': stdout.append('\n'.join(msg['content']['traceback']))
+            elif kind == 'execute_reply': reply = msg['content']
+            elif kind == 'status' and msg['content']['execution_state'] == 'idle': idle = True
+        return ''.join(stdout), reply
+    finally:
+        ws.close()
+        get_json(lab.url(f'/api/kernels/{kernel["id"]}'), method='DELETE')
+
+
+def test_a_cell_runs_on_the_projects_kernel(lab):
+    out, reply = run_in_kernel(lab, 'import sys\nimport fromscratch as fs\n'
+                                    'x = fs.tensor([1.0, 2.0], requires_grad=True)\n(x * x).sum().backward()\n'
+                                    'print(x.grad.tolist(), sys.prefix)')
+    assert reply['status'] == 'ok', out
+    grads, prefix = out.strip().rsplit(' ', 1)
+    assert grads == '[2.0, 4.0]' and Path(prefix) == Path(sys.prefix), out   # the venv that runs these tests
+
+
+# ---- in a browser ------------------------------------------------------------------------------------
+
+_STATE = """JSON.stringify({
+  tabs: [...document.querySelectorAll('#jp-main-dock-panel .lm-TabBar-tab')].map(t => t.innerText.trim()),
+  current: (document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current') || {}).innerText,
+  dialogs: [...document.querySelectorAll('.jp-Dialog')].map(d => d.innerText.trim().slice(0, 300)),
+  toasts: [...document.querySelectorAll('.Toastify__toast')].map(t => t.innerText.trim().slice(0, 300)),
+  kernel: (document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-KernelName') || {}).innerText,
+  cells: document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell').length,
+  files: [...document.querySelectorAll('.jp-DirListing-itemName')].map(e => e.innerText.trim()),
+})"""
+
+
+def wait_for_notebook(browser, name, timeout=60):
+    "Poll the page until `name` is the current tab with its cells drawn and a kernel named; fail on any dialog."
+    deadline, state = time.monotonic() + timeout, {}
+    while time.monotonic() < deadline:
+        state = json.loads(browser.evaluate(_STATE))
+        assert not state['dialogs'], f'a dialog appeared over {name}: {state["dialogs"]}'
+        if state.get('current') == name and state['cells'] and state.get('kernel') not in (None, '', 'No Kernel'):
+            return state
+        time.sleep(0.25)
+    raise AssertionError(f'{name} did not open with a kernel within {timeout} s: {state}')
+
+
+def still_no_dialog(browser, name, seconds=3):
+    "Watch a little longer: a kernel dialog or a news prompt can come a moment after the notebook is drawn."
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        state = json.loads(browser.evaluate(_STATE))
+        assert not state['dialogs'], f'a dialog appeared over {name}: {state["dialogs"]}'
+        assert not state['toasts'], f'a notification appeared over {name}: {state["toasts"]}'
+        time.sleep(0.25)
+    return state
+
+
+def test_lab_opens_the_index_and_the_file_browser_on_nbs(browser, lab):
+    browser.events = []
+    browser.call('Page.navigate', url=lab.url('/'))
+    state = wait_for_notebook(browser, 'index.ipynb')
+    state = still_no_dialog(browser, 'index.ipynb')
+    assert {p.name for p in NOTEBOOKS} <= set(state['files']), state['files']
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.screenshot(SHOTS / 'lab-index.png')
+
+
+@pytest.mark.parametrize('name', ['05_value.ipynb', '12_training.ipynb'])
+def test_a_notebook_opens_ready_to_run_without_a_dialog(browser, lab, name):
+    browser.events = []
+    browser.call('Page.navigate', url=lab.url(f'/lab/tree/{name}'))
+    state = wait_for_notebook(browser, name)
+    assert state.get('kernel') == 'Python 3 (ipykernel)', state
+    still_no_dialog(browser, name)
+    # the page asked nothing of any host but the lab itself
+    others = [p for p in browser.problems(lab.url('/')) if 'another host' in p]
+    assert others == []
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.screenshot(SHOTS / f'lab-{Path(name).stem}.png')
