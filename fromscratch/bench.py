@@ -4,11 +4,12 @@
 
 # %% auto 0
 __all__ = ['THREAD_VARS', 'OPENBLAS_OVERRIDES', 'LADDER_SHAPES', 'LR', 'CONTENDERS', 'STEP_TARGETS', 'NOTEBOOK_LIMIT', 'SETTINGS',
-           'WORKER_JOBS', 'worker_env', 'Worker', 'run_worker', 'answer', 'blas_info', 'worker_torch', 'matmul_job',
-           'mlp_problem', 'mlp_grads_numpy', 'numpy_step', 'library_step', 'make_step', 'time_steps', 'warm_up',
-           'step_job', 'time_training_steps', 'step_ratios', 'chain_times', 'chain_job', 'memory_profile', 'flat_limit',
-           'is_flat', 'graph_alive', 'memory_job', 'repo_root', 'time_notebooks', 'check_targets', 'format_report',
-           'system_info', 'run_benchmarks', 'plot_training_steps', 'parse_args', 'main']
+           'WORKER_JOBS', 'PROG', 'worker_env', 'WorkerDied', 'Worker', 'run_worker', 'answer', 'blas_info',
+           'worker_torch', 'matmul_job', 'mlp_problem', 'mlp_grads_numpy', 'numpy_step', 'library_step', 'make_step',
+           'time_steps', 'warm_up', 'step_job', 'time_training_steps', 'step_ratios', 'round_ratios', 'chain_times',
+           'chain_job', 'memory_profile', 'flat_limit', 'is_flat', 'graph_alive', 'memory_job', 'repo_root',
+           'time_notebooks', 'check_targets', 'format_report', 'system_info', 'run_benchmarks', 'plot_training_steps',
+           'json_object', 'make_parser', 'parse_args', 'fail', 'main']
 
 # %% ../nbs/13_bench.ipynb
 import argparse
@@ -27,6 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .data import write_atomically
+from .train import installed, number_type, output_problem
+
 # %% ../nbs/13_bench.ipynb
 THREAD_VARS = ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS')
 OPENBLAS_OVERRIDES = ('OPENBLAS_CORETYPE', 'OPENBLAS_L2_SIZE')
@@ -38,6 +42,9 @@ def worker_env(threads=1):
     return env
 
 # %% ../nbs/13_bench.ipynb
+class WorkerDied(RuntimeError):
+    "A worker process ended without answering; the message ends with the last line it wrote to stderr."
+
 class Worker:
     "A worker process: `ask(request)` sends one JSON line to it and returns the JSON line it answers."
     def __init__(self, kind, spec, threads=1):
@@ -48,7 +55,7 @@ class Worker:
     def ask(self, request=None):
         if request is not None: self.process.stdin.write(json.dumps(request) + '\n'); self.process.stdin.flush()
         line = self.process.stdout.readline()
-        if not line: raise RuntimeError(f"the {self.kind} worker died (exit code {self.process.wait()}): {self._last_error()}")
+        if not line: raise WorkerDied(f"the {self.kind} worker died (exit code {self.process.wait()}): {self._last_error()}")
         return json.loads(line)
     def _last_error(self):
         self.errors.seek(0)
@@ -228,6 +235,10 @@ def step_ratios(result, key='seconds'):
     s = result[key]
     return {f'ours/{c}': s['ours'] / s[c] for c in ('torch', 'numpy') if c in s and 'ours' in s}
 
+def round_ratios(result, other, key='seconds'):
+    "ours/`other` in each round of a `time_training_steps` result, smallest first."
+    return sorted(o[key] / t[key] for o, t in zip(result['rounds']['ours'], result['rounds'][other]))
+
 # %% ../nbs/13_bench.ipynb
 def chain_times(lib, n=1000, repeat=5):
     "Median CPU seconds per node to build, then to backpropagate through, a chain of `n` multiplications."
@@ -385,9 +396,9 @@ def _memory_lines(results):
 
 # %% ../nbs/13_bench.ipynb
 def _notebook_lines(results):
-    "Part 5 of the report: the notebook suite's wall time (or that it was skipped)."
+    "Part 5 of the report: the notebook suite's wall time, or why it was not timed."
     nb = results.get('notebooks')
-    if not nb: return ['', '5. notebook suite: skipped (--skip-notebooks)']
+    if not nb: return ['', f"5. notebook suite: skipped ({results.get('notebooks_skipped') or 'not asked for'})"]
     return ['', f"5. notebook suite (python -m pytest nbs -q): {nb['seconds']:.0f} s, {nb['summary']}"]
 
 def _target_lines(results):
@@ -411,9 +422,13 @@ def _header_lines(results):
             f"({blas}), torch {s.get('torch', '?')}; {s['cpu']}, {s['cores']} cores; {threads}; "
             f"OPENBLAS_CORETYPE/L2_SIZE in the workers: unset (here: {s['openblas_env'] or 'not set'})"] + busy
 
+def _footer_lines(results):
+    "The last line of the report: how long the whole benchmark took."
+    return ['', f"the benchmark took {results['seconds']:.0f} s"] if 'seconds' in results else []
+
 def format_report(results):
     "The results as the text table the command prints."
-    parts = (_header_lines, _ladder_lines, _step_lines, _overhead_lines, _memory_lines, _notebook_lines, _target_lines)
+    parts = (_header_lines, _ladder_lines, _step_lines, _overhead_lines, _memory_lines, _notebook_lines, _target_lines, _footer_lines)
     return '\n'.join(line for part in parts for line in part(results))
 
 # %% ../nbs/13_bench.ipynb
@@ -431,10 +446,10 @@ def system_info(threads, blas):
             'openblas_env': ' '.join(f'{k}={os.environ[k]}' for k in OPENBLAS_OVERRIDES if k in os.environ)}
 
 # %% ../nbs/13_bench.ipynb
-def run_benchmarks(quick=False, rounds=None, threads=1, notebooks=True, log=print):
+def run_benchmarks(quick=False, rounds=None, threads=1, notebooks=None, log=print):
     "Run every measurement and return the results as a dictionary (what the JSON file holds)."
-    cfg = SETTINGS['quick' if quick else 'full']
-    rounds, load_before = rounds or cfg['rounds'], _load()
+    cfg, start = SETTINGS['quick' if quick else 'full'], time.perf_counter()
+    rounds, load_before, notebooks = rounds or cfg['rounds'], _load(), (not quick) if notebooks is None else notebooks
     log('matmul ladder ...')
     ladder = run_worker('matmul', dict(shapes=LADDER_SHAPES, timing=cfg['timing'], threads=threads), threads)
     results = {'quick': quick, 'system': {**system_info(threads, ladder['system']), 'torch': _torch_version()},
@@ -445,11 +460,18 @@ def run_benchmarks(quick=False, rounds=None, threads=1, notebooks=True, log=prin
     results['engine_overhead'] = run_worker('chain', dict(nodes=cfg['nodes'], repeat=cfg['chain_repeat'], threads=threads), threads)
     log('memory ...')
     results['memory'] = run_worker('memory', dict(steps=cfg['memory_steps'], window=cfg['memory_window'], threads=threads), threads)
-    if notebooks: log('notebook suite (python -m pytest nbs) ...')
+    if notebooks and repo_root(): log('notebook suite (python -m pytest nbs) ...')
     results['notebooks'] = time_notebooks() if notebooks and repo_root() else None
+    results['notebooks_skipped'] = None if results['notebooks'] else _skip_reason(quick, notebooks)
     results['load'] = {'before': load_before, 'after': _load()} if load_before is not None else {}
     results['targets'] = [dict(what=w, value=v, limit=l, passed=ok) for w, v, l, ok in check_targets(results)]
+    results['seconds'] = time.perf_counter() - start
     return results
+
+def _skip_reason(quick, notebooks):
+    "Why the notebook suite was not timed."
+    if notebooks: return 'no nbs/ folder: the notebooks come with the repository, not with the installed package'
+    return '--quick leaves it out: it takes minutes' if quick else '--skip-notebooks'
 
 def _load():
     "The one-minute load average (None where the system does not tell)."
@@ -478,33 +500,60 @@ def plot_training_steps(steps, key='cpu'):
 
 # %% ../nbs/13_bench.ipynb
 WORKER_JOBS = {'matmul': matmul_job, 'chain': chain_job, 'memory': memory_job, 'step': step_job}
+PROG = 'python -m fromscratch.bench'
 
-def parse_args(argv=None):
-    "The command-line options of `python -m fromscratch.bench`."
-    p = argparse.ArgumentParser(prog='python -m fromscratch.bench', description=
+def json_object(text):
+    "An argparse `type` for the hidden `--spec`: the JSON text as a Python object."
+    try: return json.loads(text)
+    except ValueError as e: raise argparse.ArgumentTypeError(f"not JSON ({e})") from None
+
+def make_parser():
+    "The command line of `python -m fromscratch.bench`."
+    p = argparse.ArgumentParser(prog=PROG, allow_abbrev=False, description=
                                 'Time the matmul ladder, a training step against torch and hand-written numpy, the '
                                 'engine overhead per node, memory over a long run, and the notebook suite.')
-    p.add_argument('--quick', action='store_true', help='fewer rounds and repeats: rough figures in about 15 s')
-    p.add_argument('--json', default='bench-results.json', help='where to write the results (default: %(default)s)')
-    p.add_argument('--rounds', type=int, help='interleaved rounds per training-step contender (default: 15, quick: 3)')
-    p.add_argument('--threads', type=int, default=1, help="threads per worker; 0 keeps the libraries' defaults (default: 1)")
+    p.add_argument('--quick', action='store_true', help='fewer rounds and repeats, no notebook suite: rough figures in about 10 s')
+    p.add_argument('--json', default='bench-results.json', metavar='FILE', help='where to write the results (default: %(default)s)')
+    p.add_argument('--rounds', type=number_type(int, 0), metavar='N', help='interleaved rounds per training-step contender (default: 15, quick: 3)')
+    p.add_argument('--threads', type=number_type(int, 0, inclusive=True), default=1, metavar='N',
+                   help="threads per worker; 0 keeps the libraries' defaults (default: 1)")
     p.add_argument('--skip-notebooks', action='store_true', help='do not time the notebook suite (it takes minutes)')
     p.add_argument('--worker', choices=sorted(WORKER_JOBS), help=argparse.SUPPRESS)
-    p.add_argument('--spec', default='{}', help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    p.add_argument('--spec', type=json_object, default={}, help=argparse.SUPPRESS)
+    return p
+
+# %% ../nbs/13_bench.ipynb
+def parse_args(argv=None):
+    "The options in `argv` (default: the command line's); exit with status 2 and a message if they are wrong."
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    if not args.worker and (problem := output_problem(args.json)): parser.error(f"argument --json: {problem}")
+    return args
+
+def fail(message):
+    "Print `message` as the command's one error line; return the exit status 1."
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return 1
 
 # %% ../nbs/13_bench.ipynb
 def main(argv=None):
-    "Run the benchmarks, print the report and write the JSON file (or serve as a worker with `--worker`)."
+    "Run the benchmarks, print the report and write the JSON file (or serve as a worker with `--worker`); return the exit status."
     args = parse_args(argv)
     if args.worker:
-        result = WORKER_JOBS[args.worker](json.loads(args.spec))
+        result = WORKER_JOBS[args.worker](args.spec)
         if result is not None: answer(result)
-        return
+        return 0
+    if not installed('torch'): return fail("the benchmark measures our engine against torch, which is not installed: "
+                                           "pip install torch (the CPU build is enough)")
     log = lambda line: print(line, file=sys.stderr, flush=True)
-    results = run_benchmarks(args.quick, args.rounds, args.threads, not args.skip_notebooks, log)
-    print(format_report(results))
-    Path(args.json).write_text(json.dumps(results, indent=1) + '\n')
+    try:
+        results = run_benchmarks(args.quick, args.rounds, args.threads, None if not args.skip_notebooks else False, log)
+        print(format_report(results))
+        write_atomically(args.json, lambda f: f.write((json.dumps(results, indent=1) + '\n').encode()))
+    except (WorkerDied, OSError) as e: return fail(e)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr); return 130
     log(f'wrote {args.json}')
+    return 0
 
-if __name__ == '__main__' and '__file__' in globals(): main()   # `python -m fromscratch.bench`; not in a notebook
+if __name__ == '__main__' and '__file__' in globals(): sys.exit(main())   # `python -m fromscratch.bench`; not in a notebook

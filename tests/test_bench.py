@@ -5,8 +5,10 @@ No test here asserts a speed: timings belong in `python -m fromscratch.bench`, n
 machine would fail.
 """
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +22,7 @@ from fromscratch.bench import (CONTENDERS, check_targets, format_report, graph_a
 from fromscratch.testing import check_close
 
 NAMES = ('0.weight', '0.bias', '2.weight', '2.bias')
+ROOT = Path(__file__).resolve().parents[1]
 
 
 # --- the command ---------------------------------------------------------------------------------------------
@@ -28,9 +31,10 @@ NAMES = ('0.weight', '0.bias', '2.weight', '2.bias')
 def quick_run(tmp_path_factory):
     "One quick run of the command: its JSON results and what it printed."
     path = tmp_path_factory.mktemp('bench') / 'results.json'
-    run = subprocess.run([sys.executable, '-m', 'fromscratch.bench', '--quick', '--rounds', '1', '--skip-notebooks',
-                          '--json', str(path)], capture_output=True, text=True, timeout=300)
+    run = subprocess.run([sys.executable, '-m', 'fromscratch.bench', '--quick', '--rounds', '1', '--json', str(path)],
+                         capture_output=True, text=True, timeout=300)      # --quick leaves the notebook suite out
     assert run.returncode == 0, run.stderr[-3000:]
+    assert sorted(p.name for p in path.parent.iterdir()) == ['results.json']        # written atomically
     return json.loads(path.read_text()), run.stdout
 
 
@@ -39,6 +43,8 @@ def test_cli_writes_json_with_every_part(quick_run):
     assert {'quick', 'system', 'matmul', 'training_step', 'engine_overhead', 'memory', 'notebooks', 'targets',
             'load'} <= set(results)
     assert results['quick'] is True and results['notebooks'] is None
+    assert results['notebooks_skipped'] == '--quick leaves it out: it takes minutes'
+    assert results['seconds'] > 0
     assert {'python', 'numpy', 'blas', 'torch', 'cpu', 'cores', 'threads'} <= set(results['system'])
     assert results['system']['threads'] == 1
 
@@ -72,7 +78,8 @@ def test_cli_overhead_memory_targets_and_table(quick_run):
     assert m['graph_alive'] == 0
     assert len(results['targets']) == 5 and all(set(t) == {'what', 'value', 'limit', 'passed'} for t in results['targets'])
     for heading in ('1. matmul ladder, 5x784 @ 784x10', '2. one training step', '3. engine overhead per node',
-                    '4. memory', '5. notebook suite: skipped', 'targets'):
+                    '4. memory', '5. notebook suite: skipped (--quick leaves it out: it takes minutes)', 'targets',
+                    'the benchmark took'):
         assert heading in out, heading
     assert 'PASS' in out or 'MISS' in out
 
@@ -82,6 +89,112 @@ def test_cli_help_lists_options_and_hides_worker():
     assert run.returncode == 0
     for option in ('--quick', '--json', '--rounds', '--skip-notebooks', '--threads'): assert option in run.stdout
     assert '--worker' not in run.stdout and '--spec' not in run.stdout
+
+
+def run_bench(*args, setup=''):
+    "`python -m fromscratch.bench *args` in a new process, after the Python code `setup`."
+    code = f"import sys\n{setup}\nfrom fromscratch.bench import main\nsys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, '-c', code, *args], capture_output=True, text=True, timeout=120)
+
+
+def one_error_line(r):
+    "The one error line of a failed run; fails on a traceback, more lines, or any sign that work had started."
+    assert 'Traceback' not in r.stderr and 'matmul ladder ...' not in r.stderr, r.stderr
+    lines = [l for l in r.stderr.splitlines() if not l.startswith(('usage:', ' '))]
+    assert len(lines) == 1 and lines[0].startswith('python -m fromscratch.bench: error: '), r.stderr
+    return lines[0][len('python -m fromscratch.bench: error: '):]
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--rounds', '0'], 'argument --rounds: must be greater than 0, got 0'),
+    (['--rounds', '-3'], 'argument --rounds: must be greater than 0, got -3'),
+    (['--rounds', 'many'], "argument --rounds: expected a whole number, got 'many'"),
+    (['--threads', '-1'], 'argument --threads: must be at least 0, got -1'),
+    (['--threads', '1.5'], "argument --threads: expected a whole number, got '1.5'"),
+    (['--json', 'no/such/folder/r.json'], "argument --json: the folder 'no/such/folder' does not exist"),
+    (['--json', '/proc/fromscratch-test/r.json'], "argument --json: the folder '/proc/fromscratch-test' does not exist"),
+    (['--json', '/proc/r.json'], "argument --json: cannot create files in '/proc' ("),
+    (['--json', 'README.md/r.json'], "argument --json: 'README.md' is a file, not a folder"),
+    (['--json', 'nbs'], 'argument --json: nbs is a folder: give a file name'),
+    (['--quik'], 'unrecognized arguments: --quik'),
+    (['--thread', '2'], 'unrecognized arguments: --thread 2'),                  # no abbreviations
+    (['--worker', 'step', '--spec', '{oops'], 'argument --spec: not JSON ('),
+])
+def test_cli_bad_arguments_exit_2_before_any_work(args, message, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(bench, 'run_benchmarks', lambda *a, **k: pytest.fail('the benchmark started'))
+    with pytest.raises(SystemExit) as e: bench.main(args)
+    out, err = capsys.readouterr()
+    assert e.value.code == 2 and out == '' and f'python -m fromscratch.bench: error: {message}' in err
+    assert len([l for l in err.splitlines() if not l.startswith(('usage:', ' '))]) == 1
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--rounds', '-3'], 'argument --rounds: must be greater than 0, got -3'),
+    (['--threads', '-1'], 'argument --threads: must be at least 0, got -1'),
+    (['--json', '/proc/fromscratch-test/r.json'], "argument --json: the folder '/proc/fromscratch-test' does not exist"),
+])
+def test_cli_bad_arguments_in_a_real_process(args, message):
+    r = run_bench(*args)
+    assert r.returncode == 2 and r.stdout == '' and one_error_line(r) == message
+
+
+def test_cli_without_torch_says_what_to_install():
+    r = run_bench('--quick', setup="sys.modules['torch'] = None      # as if torch were not installed")
+    assert r.returncode == 1 and r.stdout == ''
+    assert one_error_line(r) == ('the benchmark measures our engine against torch, which is not installed: '
+                                 'pip install torch (the CPU build is enough)')
+
+
+def test_cli_dead_worker_is_one_line(capsys, monkeypatch, tmp_path):
+    real = bench.run_worker
+    monkeypatch.setattr(bench, 'run_worker', lambda kind, spec, threads=1: real('memory', dict(window=5, threads=1)))
+    assert bench.main(['--quick', '--json', str(tmp_path / 'r.json')]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == ['matmul ladder ...', "python -m fromscratch.bench: error: the memory worker died (exit code 1): KeyError: 'steps'"]
+    assert not (tmp_path / 'r.json').exists()
+
+
+def test_cli_results_that_cannot_be_written_after_the_run(capsys, monkeypatch, tmp_path):
+    folder = tmp_path / 'out'; folder.mkdir()
+    def run_then_remove_the_folder(*args, **kwargs):
+        shutil.rmtree(folder); return fake_results()
+    monkeypatch.setattr(bench, 'run_benchmarks', run_then_remove_the_folder)
+    assert bench.main(['--json', str(folder / 'r.json')]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith('python -m fromscratch.bench: error: [Errno 2] No such file or directory') and err.count('\n') == 1
+
+
+def test_cli_interrupted(capsys, monkeypatch, tmp_path):
+    def interrupted(*args, **kwargs): raise KeyboardInterrupt
+    monkeypatch.setattr(bench, 'run_benchmarks', interrupted)
+    assert bench.main(['--json', str(tmp_path / 'r.json')]) == 130
+    assert capsys.readouterr().err == 'python -m fromscratch.bench: interrupted\n'
+
+
+@pytest.mark.parametrize('args, notebooks', [([], None), (['--quick'], None), (['--skip-notebooks'], False),
+                                             (['--quick', '--skip-notebooks'], False)])
+def test_cli_times_the_notebooks_only_in_the_full_run(args, notebooks, monkeypatch, tmp_path):
+    seen = {}
+    def record(quick, rounds, threads, notebooks, log):
+        seen.update(quick=quick, notebooks=notebooks); return fake_results()
+    monkeypatch.setattr(bench, 'run_benchmarks', record)
+    assert bench.main([*args, '--json', str(tmp_path / 'r.json')]) == 0
+    assert seen == {'quick': '--quick' in args, 'notebooks': notebooks}
+    assert json.loads((tmp_path / 'r.json').read_text())['notebooks'] == fake_results()['notebooks']
+
+
+def test_skip_reasons():
+    assert bench._skip_reason(quick=True, notebooks=False) == '--quick leaves it out: it takes minutes'
+    assert bench._skip_reason(quick=False, notebooks=False) == '--skip-notebooks'
+    assert bench._skip_reason(quick=False, notebooks=True).startswith('no nbs/ folder')
+    text = format_report({**fake_results(), 'notebooks': None, 'notebooks_skipped': '--skip-notebooks'})
+    assert '5. notebook suite: skipped (--skip-notebooks)' in text
+
+
+def test_round_ratios_give_the_spread():
+    result = {'rounds': {'ours': [{'seconds': 2.0}, {'seconds': 3.0}], 'numpy': [{'seconds': 1.0}, {'seconds': 1.0}]}}
+    assert bench.round_ratios(result, 'numpy') == [2.0, 3.0]
 
 
 def test_importing_bench_does_not_import_torch():
@@ -112,7 +225,7 @@ def test_worker_reports_blas_and_pins_threads():
 
 
 def test_dead_worker_says_why():
-    with pytest.raises(RuntimeError, match="the memory worker died .*KeyError: 'steps'"):
+    with pytest.raises(bench.WorkerDied, match="the memory worker died .*KeyError: 'steps'"):
         run_worker('memory', dict(window=5, threads=1))
 
 

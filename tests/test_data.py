@@ -4,7 +4,11 @@ import ast
 import gzip
 import hashlib
 import importlib.resources
+import importlib.util
+import io
+import os
 import math
+import re
 import socket
 import threading
 import urllib.request
@@ -20,10 +24,11 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
+import fromscratch as fs
 import fromscratch.data as data
-from fromscratch.data import (ArrayDataset, DataLoader, Dataset, DownloadError, OfflineError, batch_indices,
-                              default_collate, default_convert, fetch_mnist, load_mnist, mnist_sample, parse_idx,
-                              read_idx, to_idx)
+from fromscratch.data import (ArrayDataset, DamagedSampleError, DataLoader, Dataset, DownloadError, OfflineError,
+                              batch_indices, default_collate, default_convert, fetch_mnist, folder_problem, load_mnist,
+                              mnist_sample, parse_idx, read_idx, shuffled, to_idx, write_atomically)
 from fromscratch.tensor import Tensor, tensor
 
 TIMEOUT = 3   # seconds: every network call in this file goes to 127.0.0.1 and is bounded by this
@@ -80,9 +85,72 @@ def test_load_mnist_sample_split():
     assert len(xt) == 5000 and len(xv) == 0
 
 
-@pytest.mark.parametrize('bad', [-1, 5001])
+@pytest.mark.parametrize('bad', [-1, 5001, 2.5, True, '100', float('nan')])
 def test_load_mnist_bad_valid_size(bad):
-    with pytest.raises(ValueError, match='valid_size must be between 0 and 5000'): load_mnist(valid_size=bad)
+    with pytest.raises(ValueError, match=f'valid_size must be a whole number between 0 and 5000, got {bad!r}'):
+        load_mnist(valid_size=bad)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A damaged sample: one clear error that names the file and the repair
+
+def npz_bytes(**arrays):
+    buf = io.BytesIO(); np.savez(buf, **arrays); return buf.getvalue()
+
+
+def sample_arrays():
+    with np.load(importlib.resources.files('fromscratch') / 'mnist_sample.npz') as f: return f['images'], f['labels']
+
+
+def damaged_samples():
+    "Ways the sample file can be damaged: (name, bytes), or None for a missing file."
+    good = (importlib.resources.files('fromscratch') / 'mnist_sample.npz').read_bytes()
+    x, y = sample_arrays()
+    flipped = bytearray(good); flipped[len(good) // 3] ^= 0xFF
+    return {'truncated': good[:len(good) // 2], 'cut after the first bytes': good[:10], 'empty': b'',
+            'random bytes': np.random.default_rng(0).integers(0, 256, 5000, dtype=np.uint8).tobytes(),
+            'one byte flipped': bytes(flipped), 'a bare .npy array': _npy(x),
+            'no labels': npz_bytes(images=x), 'no images': npz_bytes(labels=y),
+            'images of the wrong shape': npz_bytes(images=x[:100], labels=y),
+            'images as floats': npz_bytes(images=x.astype(np.float32), labels=y),
+            'labels as uint8': npz_bytes(images=x, labels=y.astype(np.uint8)),
+            'labels that are not digits': npz_bytes(images=x, labels=y + 1),
+            'missing': None}
+
+
+def _npy(a):
+    buf = io.BytesIO(); np.save(buf, a); return buf.getvalue()
+
+
+@pytest.mark.parametrize('damage', list(damaged_samples()))
+def test_damaged_sample_names_the_file_and_the_repair(damage, tmp_path, monkeypatch):
+    blob = damaged_samples()[damage]
+    path = tmp_path / 'mnist_sample.npz'
+    if blob is not None: path.write_bytes(blob)
+    monkeypatch.setattr(data, 'SAMPLE_PATH', path)
+    for load in (mnist_sample, load_mnist):
+        with pytest.raises(DamagedSampleError) as e: load()
+        message = str(e.value)
+        assert message.startswith(f'the MNIST sample {path} is damaged (') and '\n' not in message
+        assert 'pip install --force-reinstall fromscratch' in message
+        assert 'git checkout -- fromscratch/mnist_sample.npz' in message
+
+
+def test_damaged_sample_says_what_is_wrong(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, 'SAMPLE_PATH', tmp_path / 'mnist_sample.npz')
+    x, y = sample_arrays()
+    for arrays, problem in [(dict(images=x[:100], labels=y), 'images are uint8 (100, 784), not uint8 (5000, 784)'),
+                            (dict(images=x, labels=y.astype(np.uint8)), 'labels are uint8 (5000,), not int64 (5000,)'),
+                            (dict(images=x, labels=y - 1), 'some labels are not digits from 0 to 9'),
+                            (dict(images=x), "KeyError: 'labels is not a file in the archive'")]:
+        (tmp_path / 'mnist_sample.npz').write_bytes(npz_bytes(**arrays))
+        with pytest.raises(DamagedSampleError, match=re.escape(f'is damaged ({problem})')): mnist_sample()
+    (tmp_path / 'mnist_sample.npz').write_bytes(b'')
+    with pytest.raises(DamagedSampleError, match=re.escape('is damaged (EOFError: No data left in file)')): mnist_sample()
+
+
+def test_the_shipped_sample_passes_its_own_check():
+    assert data.sample_problem(*sample_arrays()) is None
 
 
 def test_valid_size_is_for_the_sample_only():
@@ -458,6 +526,97 @@ def test_corrupted_cache_file_is_downloaded_again(mirror, tmp_path):
     assert (cache / 'train-labels-idx1-ubyte.gz').read_bytes() == (folder / 'train-labels-idx1-ubyte.gz').read_bytes()
 
 
+@pytest.fixture
+def no_network(monkeypatch):
+    "Make any attempt to reach a server fail the test."
+    def refuse(*a, **k): raise AssertionError('network used')
+    monkeypatch.setattr(urllib.request, 'urlopen', refuse)
+
+
+@pytest.mark.parametrize('mirrors, error, message', [
+    ('https://example.org/mnist/', TypeError, "mirrors should be a list of URLs, not a string: mirrors=['https://example.org/mnist/']"),
+    ([], ValueError, 'mirrors is empty: give at least one URL, or None for the usual mirrors'),
+    (['example.org/mnist/'], ValueError, "mirror 'example.org/mnist/' is not a URL: give the address of a folder"),
+    (['https://'], ValueError, "mirror 'https://' is not a URL"),
+    (['gopher://example.org/'], ValueError, "mirror 'gopher://example.org/' is not a URL"),
+    ([None], ValueError, 'mirror None is not a URL'),
+    ([Path('/tmp/mnist')], ValueError, "mirror PosixPath('/tmp/mnist') is not a URL"),
+])
+def test_bad_mirrors_fail_before_any_work(mirrors, error, message, tmp_path, no_network):
+    for call in (lambda: fetch_mnist(cache_dir=tmp_path / 'c', mirrors=mirrors),
+                 lambda: load_mnist(full=True, cache_dir=tmp_path / 'c', mirrors=mirrors)):
+        with pytest.raises(error, match=re.escape(message)): call()
+    assert not (tmp_path / 'c').exists()
+
+
+@pytest.mark.parametrize('timeout', [0, -1, float('nan'), float('inf'), '30', True, None])
+def test_bad_timeout_fails_before_any_work(timeout, tmp_path, no_network):
+    with pytest.raises(ValueError, match=re.escape(f'timeout should be a positive number of seconds, got {timeout!r}')):
+        load_mnist(full=True, cache_dir=tmp_path / 'c', timeout=timeout)
+    assert not (tmp_path / 'c').exists()
+
+
+def test_progress_without_tqdm_fails_before_any_work(tmp_path, no_network, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, 'find_spec', lambda name, *a: None if name == 'tqdm' else real(name, *a))
+    with pytest.raises(ImportError, match='progress=True draws a bar with tqdm, which is not installed: pip install tqdm'):
+        load_mnist(full=True, cache_dir=tmp_path / 'c', progress=True)
+    assert not (tmp_path / 'c').exists()
+
+
+def test_a_file_where_the_cache_folder_should_be(tmp_path, no_network):
+    (tmp_path / 'afile').write_text('x')
+    for cache in (tmp_path / 'afile', tmp_path / 'afile' / 'mnist'):
+        with pytest.raises(OSError, match=re.escape(f"cannot keep the MNIST downloads in {str(cache)!r} (cannot create it: ")) as e:
+            fetch_mnist(cache_dir=cache)
+        assert 'pass cache_dir= a folder you can write to, or set $FROMSCRATCH_CACHE to one' in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['afile']
+
+
+def test_cache_folder_that_cannot_be_created(no_network):
+    with pytest.raises(OSError, match=re.escape("cannot keep the MNIST downloads in '/proc/fromscratch-test/mnist' (cannot create it")):
+        fetch_mnist(cache_dir='/proc/fromscratch-test/mnist')
+
+
+def test_cache_folder_that_takes_no_files_is_found_before_downloading(no_network):
+    # /proc exists, and not even root can create a file in it: the write is tried, not guessed with os.access
+    with pytest.raises(OSError, match=re.escape("cannot keep the MNIST downloads in '/proc' (cannot create files in '/proc' (")):
+        fetch_mnist(cache_dir='/proc')
+
+
+def test_a_complete_cache_is_read_without_writing(mirror, tmp_path, monkeypatch):
+    folder, arrays, files = mirror
+    with serve(folder) as url: fetch_mnist(cache_dir=tmp_path / 'c', mirrors=[url], files=files, timeout=TIMEOUT)
+    monkeypatch.setattr(data, 'folder_problem', lambda folder: 'read-only')      # nothing may be written now
+    assert_arrays(fetch_mnist(cache_dir=tmp_path / 'c', mirrors=[closed_port_url()], files=files), arrays)
+
+
+def test_folder_problem(tmp_path):
+    (tmp_path / 'afile').write_text('x')
+    assert folder_problem(tmp_path) is None and sorted(p.name for p in tmp_path.iterdir()) == ['afile']
+    assert folder_problem(tmp_path / 'nope') == f"the folder {str(tmp_path / 'nope')!r} does not exist"
+    assert folder_problem(tmp_path / 'afile') == f"{str(tmp_path / 'afile')!r} is a file, not a folder"
+    assert folder_problem('/proc').startswith("cannot create files in '/proc' (")
+
+
+def test_write_atomically(tmp_path):
+    target = tmp_path / 'out.json'
+    write_atomically(target, lambda f: f.write(b'first'))
+    assert target.read_bytes() == b'first'
+    assert target.stat().st_mode & 0o777 == 0o666 & ~_umask()            # like a plain open(), not mkstemp's 0600
+    def fails(f):
+        f.write(b'half of it'); raise RuntimeError('disk full')
+    with pytest.raises(RuntimeError, match='disk full'): write_atomically(target, fails)
+    assert target.read_bytes() == b'first' and sorted(p.name for p in tmp_path.iterdir()) == ['out.json']
+    write_atomically(target, lambda f: f.write(b'second'))
+    assert target.read_bytes() == b'second' and sorted(p.name for p in tmp_path.iterdir()) == ['out.json']
+    with pytest.raises(FileNotFoundError): write_atomically(tmp_path / 'nope' / 'x', lambda f: f.write(b''))
+
+
+def _umask():
+    mask = os.umask(0); os.umask(mask); return mask
+
+
 def test_progress_bar(mirror, tmp_path, capsys):
     folder, arrays, files = mirror
     with serve(folder) as url:
@@ -522,6 +681,53 @@ def test_shuffle_reproducible_and_different_per_epoch():
     g1, g2 = np.random.default_rng(7), np.random.default_rng(7)
     assert epochs(DataLoader(ds, batch_size=8, shuffle=True, seed=g1)) == epochs(DataLoader(ds, batch_size=8, shuffle=True, seed=g2))
     assert epochs(DataLoader(ds, batch_size=8))[0] == [list(range(i, min(i + 8, 50))) for i in range(0, 50, 8)]
+
+
+def test_shuffle_without_seed_follows_manual_seed():
+    ds = ArrayDataset(np.arange(50), np.arange(50))
+    def run(seed):
+        fs.manual_seed(seed)
+        return epochs(DataLoader(ds, batch_size=8, shuffle=True))
+    a, b, c = run(5), run(5), run(6)
+    assert a == b and a != c
+    assert a[0] != a[1] and all(sorted(sum(e, [])) == list(range(50)) for e in a)
+
+
+def test_shuffle_draws_from_the_global_generator_at_each_epoch_like_torch():
+    # torch's RandomSampler draws one seed from the default generator at each epoch, so what else draws in
+    # between changes the next epoch, and a loader built early follows a manual_seed called later
+    ds, tds = ArrayDataset(np.arange(30)), torch.utils.data.TensorDataset(torch.arange(30))
+    def orders(lib, loader, draw_between):
+        lib.manual_seed(0); it = []
+        for _ in range(2):
+            it.append([b[0].tolist() for b in loader])
+            if draw_between: lib.rand(3)
+        return it
+    dl, tdl = DataLoader(ds, batch_size=30, shuffle=True), torch.utils.data.DataLoader(tds, batch_size=30, shuffle=True)
+    for lib, loader in ((fs, dl), (torch, tdl)):
+        plain, drawn = orders(lib, loader, False), orders(lib, loader, True)
+        assert plain[0] == drawn[0] and plain[1] != drawn[1]
+        assert orders(lib, loader, False) == plain
+
+
+def test_a_loader_with_its_own_seed_ignores_the_global_generator():
+    ds = ArrayDataset(np.arange(40), np.arange(40))
+    fs.manual_seed(0); a = epochs(DataLoader(ds, batch_size=8, shuffle=True, seed=3))
+    fs.manual_seed(1); fs.rand(5); b = epochs(DataLoader(ds, batch_size=8, shuffle=True, seed=3))
+    assert a == b
+
+
+def test_shuffled_is_a_permutation_from_either_generator():
+    fs.manual_seed(2)
+    assert sorted(shuffled(100).tolist()) == list(range(100))
+    assert shuffled(10, np.random.default_rng(1)).tolist() == np.random.default_rng(1).permutation(10).tolist()
+    assert shuffled(0).tolist() == []
+
+
+@pytest.mark.parametrize('bad', [-1, 1.5, True, '3', [1, 2]])
+def test_bad_seed(bad):
+    with pytest.raises(ValueError, match=re.escape(f'seed should be a non-negative integer or a numpy Generator, but got seed={bad!r}')):
+        DataLoader(ArrayDataset(np.arange(4)), shuffle=True, seed=bad)
 
 
 def test_shuffle_without_seed_is_still_a_permutation():
@@ -648,6 +854,7 @@ def test_array_dataset():
         ArrayDataset(np.arange(5), np.arange(4))
     t = torch.utils.data.TensorDataset(torch.arange(5))
     assert len(t) == len(ArrayDataset(np.arange(5)))
+    with pytest.raises(ValueError, match='ArrayDataset needs at least one array'): ArrayDataset()
 
 
 def test_dataset_base_class_states_the_contract():

@@ -1,10 +1,20 @@
 """The training loop and its command line: `fit` learns, `evaluate` and `accuracy` count right, our runs
 equal torch's step for step, and `python -m fromscratch.train` works end to end and fails clearly."""
+import gzip
+import hashlib
+import importlib.util
+import json
+import math
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import threading
+from contextlib import contextmanager
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -15,14 +25,15 @@ from torch.utils.data import default_collate
 import fromscratch as fs
 import fromscratch.train as cli
 from fromscratch import nn, optim
-from fromscratch.data import ArrayDataset, DataLoader
+from fromscratch.data import ArrayDataset, DataLoader, to_idx
 from fromscratch.testing import check_close
 from fromscratch.training import (History, accuracy, evaluate, fit, format_row, mnist_datasets, mnist_mlp,
                                   no_grad_for, plot_history, show_progress, train_epoch)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = re.compile(r'^accuracy=(\S+) loss=(\S+) seconds=(\S+)$')
-OPTIONS = ['--epochs', '--batch-size', '--lr', '--seed', '--plot', '--full', '--train-size', '--progress', '--mirror']
+OPTIONS = ['--epochs', '--batch-size', '--lr', '--schedule', '--seed', '--plot', '--full', '--train-size', '--progress',
+           '--mirror']
 
 
 def blobs(n=200, seed=0):
@@ -45,9 +56,20 @@ def torch_copy(model, torch_model):
     return torch_model
 
 
-def run_cli(*args, env=None, timeout=300):
-    return subprocess.run([sys.executable, '-m', 'fromscratch.train', *args], capture_output=True, text=True,
+def run_cli(*args, env=None, timeout=300, setup=None):
+    "Run `python -m fromscratch.train *args` in a new process; `setup` is Python code run first, in that process."
+    cmd = ['-m', 'fromscratch.train'] if setup is None else \
+          ['-c', f"import sys\n{setup}\nfrom fromscratch.train import main\nsys.exit(main(sys.argv[1:]))"]
+    return subprocess.run([sys.executable, *cmd, *args], capture_output=True, text=True,
                           cwd=ROOT, env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+def one_error_line(r, start='python -m fromscratch.train: error: '):
+    "The single line a failed run wrote to stderr (after argparse's usage lines, if any); fails if there is more."
+    assert 'Traceback' not in r.stderr and 'Warning' not in r.stderr, r.stderr
+    lines = [l for l in r.stderr.splitlines() if not l.startswith(('usage:', ' '))]
+    assert len(lines) == 1 and lines[0].startswith(start), r.stderr
+    return lines[0]
 
 
 def closed_port():
@@ -337,30 +359,72 @@ def test_cli_help_explains_every_option():
     (['--lr', '-0.1'], 'argument --lr: must be greater than 0, got -0.1'),
     (['--lr', 'nan'], 'argument --lr: must be greater than 0, got nan'),
     (['--lr', 'inf'], 'argument --lr: must be greater than 0, got inf'),
+    (['--lr', '1e400'], 'argument --lr: must be greater than 0, got 1e400'),
     (['--lr', 'fast'], "argument --lr: expected a number, got 'fast'"),
+    (['--schedule', 'cosine'], "argument --schedule: invalid choice: 'cosine'"),
     (['--seed', '-1'], 'argument --seed: must be at least 0, got -1'),
+    (['--seed', '1.5'], "argument --seed: expected a whole number, got '1.5'"),
     (['--train-size', '0'], 'argument --train-size: must be greater than 0'),
+    (['--train-size', '4001'], 'argument --train-size: the sample has 4,000 training images, got 4,001'),
+    (['--full', '--train-size', '60001'], 'argument --train-size: the full set has 60,000 training images, got 60,001'),
     (['--progress', 'sometimes'], "argument --progress: invalid choice: 'sometimes'"),
-    (['--plot', 'loss.jpg'], 'argument --plot: the plot is a PNG image'),
+    (['--plot', 'loss.jpg'], "argument --plot: give a file name ending in .png, not 'loss.jpg'"),
+    (['--plot', ''], "argument --plot: give a file name ending in .png, not ''"),
     (['--plot', 'no/such/folder/loss.png'], "argument --plot: the folder 'no/such/folder' does not exist"),
+    (['--plot', '/proc/fromscratch-test/loss.png'], "argument --plot: the folder '/proc/fromscratch-test' does not exist"),
+    (['--plot', '/proc/loss.png'], "argument --plot: cannot create files in '/proc' ("),     # not even root can
+    (['--plot', 'README.md/loss.png'], "argument --plot: 'README.md' is a file, not a folder"),
     (['--mirror', 'http://example.org/'], 'argument --mirror: only used with --full'),
+    (['--full', '--mirror', 'example.org/mnist'], "argument --mirror: mirror 'example.org/mnist' is not a URL: give the address"),
+    (['--full', '--mirror', 'ftp:/mnist'], "argument --mirror: mirror 'ftp:/mnist' is not a URL"),
     (['--learning-rate', '0.1'], 'unrecognized arguments: --learning-rate 0.1'),
+    (['--epoch', '1'], 'unrecognized arguments: --epoch 1'),                    # no abbreviations
+    (['--batch', '8'], 'unrecognized arguments: --batch 8'),
     (['--epochs'], 'argument --epochs: expected one argument'),
+    (['3'], 'unrecognized arguments: 3'),
 ])
-def test_cli_bad_arguments_exit_2_with_a_message(capsys, args, message):
+def test_cli_bad_arguments_exit_2_with_a_message(capsys, args, message, monkeypatch):
+    monkeypatch.chdir(ROOT)
     with pytest.raises(SystemExit) as e:
         cli.main(args)
     assert e.value.code == 2
     out, err = capsys.readouterr()
     assert out == '' and err.startswith('usage: python -m fromscratch.train')
     assert f'python -m fromscratch.train: error: {message}' in err
+    assert len([l for l in err.splitlines() if not l.startswith(('usage:', ' '))]) == 1
+
+
+@pytest.mark.parametrize('args, package, message', [
+    (['--plot', 'loss.png'], 'matplotlib', 'argument --plot: saving a plot needs matplotlib: pip install matplotlib'),
+    (['--progress', 'always'], 'tqdm', 'argument --progress: a progress bar needs tqdm: pip install tqdm'),
+])
+def test_cli_options_that_need_a_missing_package(args, package, message, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, 'find_spec', lambda name, *a: None if name == package else real(name, *a))
+    with pytest.raises(SystemExit) as e: cli.main(args)
+    assert e.value.code == 2 and f'python -m fromscratch.train: error: {message}' in capsys.readouterr().err
+
+
+def test_cli_auto_progress_without_tqdm_draws_no_bar(monkeypatch):
+    monkeypatch.setattr(cli, 'show_progress', lambda progress: True)           # as on a terminal
+    assert cli.parse_args([]).bars is True
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, 'find_spec', lambda name, *a: None if name == 'tqdm' else real(name, *a))
+    assert cli.parse_args([]).bars is False and cli.parse_args(['--progress', 'never']).bars is False
+
+
+def test_cli_plot_check_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cli.parse_args(['--plot', 'loss.png'])
+    assert list(tmp_path.iterdir()) == []                            # the tried file was removed again
 
 
 def test_cli_plot_into_a_folder_path_is_refused(tmp_path, capsys):
     (tmp_path / 'curve.png').mkdir()
     with pytest.raises(SystemExit) as e:
         cli.main(['--plot', str(tmp_path / 'curve.png')])
-    assert e.value.code == 2 and 'is a folder' in capsys.readouterr().err
+    assert e.value.code == 2 and 'is a folder: give a file name ending in .png' in capsys.readouterr().err
 
 
 @pytest.mark.skipif(hasattr(os, 'geteuid') and os.geteuid() == 0, reason='root may write anywhere')
@@ -371,13 +435,168 @@ def test_cli_plot_into_a_read_only_folder_is_refused(tmp_path, capsys):
             cli.main(['--plot', str(tmp_path / 'loss.png')])
     finally:
         tmp_path.chmod(0o700)
-    assert e.value.code == 2 and 'no permission' in capsys.readouterr().err
+    assert e.value.code == 2 and 'cannot create files in' in capsys.readouterr().err
 
 
-def test_cli_bad_arguments_in_a_real_process_exit_2_without_traceback():
-    r = run_cli('--batch-size', '-3')
+@pytest.mark.parametrize('args, message', [
+    (['--batch-size', '-3'], 'argument --batch-size: must be greater than 0, got -3'),
+    (['--epoch', '1'], 'unrecognized arguments: --epoch 1'),
+    (['--plot', '/proc/fromscratch-test/x.png'], "argument --plot: the folder '/proc/fromscratch-test' does not exist"),
+    (['--plot', 'README.md/x.png'], "argument --plot: 'README.md' is a file, not a folder"),
+    (['--train-size', '5000'], 'argument --train-size: the sample has 4,000 training images, got 5,000'),
+])
+def test_cli_bad_arguments_in_a_real_process_exit_2_without_traceback(args, message):
+    r = run_cli(*args)
     assert r.returncode == 2 and r.stdout == ''
-    assert 'error: argument --batch-size: must be greater than 0' in r.stderr and 'Traceback' not in r.stderr
+    assert one_error_line(r) == f'python -m fromscratch.train: error: {message}'
+
+
+def test_cli_diverging_run_stops_with_one_line(tmp_path):
+    r = run_cli('--lr', '1000', '--plot', str(tmp_path / 'loss.png'))
+    assert r.returncode == 1
+    line = one_error_line(r)                                         # and no numpy RuntimeWarnings
+    assert re.fullmatch(r'python -m fromscratch.train: error: training diverged at step (\d+) \(loss=(nan|inf)\): '
+                        r'try a smaller --lr', line), line
+    step = int(re.search(r'step (\d+)', line).group(1))
+    assert len(r.stdout.splitlines()) == (step - 1) // 125            # the epochs finished before it
+    assert not (tmp_path / 'loss.png').exists()
+
+
+def test_stop_on_divergence_counts_training_steps_only():
+    calls = iter([1.0, 2.0, 0.5, float('inf')])
+    check = cli.StopOnDivergence(lambda out, target: fs.tensor(next(calls)))
+    check(None, None)
+    with fs.no_grad(): check(None, None)                             # evaluation: not a step
+    check(None, None)
+    with pytest.raises(cli.TrainingDiverged, match=re.escape('training diverged at step 3 (loss=inf): try a smaller --lr')):
+        check(None, None)
+    assert issubclass(cli.TrainingDiverged, RuntimeError)
+
+
+def test_cli_damaged_sample_says_how_to_repair_it(tmp_path):
+    good = ROOT / 'fromscratch' / 'mnist_sample.npz'
+    for name, blob in [('truncated', good.read_bytes()[:50_000]), ('random', os.urandom(4096)), ('empty', b'')]:
+        path = tmp_path / f'{name}.npz'; path.write_bytes(blob)
+        r = run_cli('--epochs', '1', setup=f"import fromscratch.data; fromscratch.data.SAMPLE_PATH = {str(path)!r}")
+        assert r.returncode == 1 and r.stdout == ''
+        line = one_error_line(r)
+        assert line.startswith(f'python -m fromscratch.train: error: the MNIST sample {path} is damaged (')
+        assert 'pip install --force-reinstall fromscratch' in line and 'git checkout -- fromscratch/mnist_sample.npz' in line
+
+
+def test_cli_cache_that_cannot_be_a_folder_fails_before_downloading(tmp_path):
+    r = run_cli('--full', env={'FROMSCRATCH_CACHE': '/proc/fromscratch-test'})
+    assert r.returncode == 1 and r.stdout == ''
+    assert one_error_line(r).startswith("python -m fromscratch.train: error: cannot keep the MNIST downloads in "
+                                        "'/proc/fromscratch-test/mnist' (cannot create it: ")
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args): pass
+
+
+@contextmanager
+def serve(folder):
+    "An HTTP server for `folder` on 127.0.0.1 in a thread; yields its base URL."
+    server = ThreadingHTTPServer(('127.0.0.1', 0), partial(QuietHandler, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True); thread.start()
+    try: yield f'http://127.0.0.1:{server.server_address[1]}/'
+    finally: server.shutdown(); server.server_close(); thread.join(5)
+
+
+def test_cli_corrupted_cache_gives_one_warning_line_per_file(tmp_path):
+    rng, files = np.random.default_rng(0), {}
+    mirror, cache = tmp_path / 'mirror', tmp_path / 'cache' / 'mnist'
+    mirror.mkdir(); cache.mkdir(parents=True)
+    arrays = {'train-images-idx3-ubyte.gz': rng.integers(0, 256, (64, 28, 28), dtype=np.uint8),
+              'train-labels-idx1-ubyte.gz': rng.integers(0, 10, 64).astype(np.uint8),
+              't10k-images-idx3-ubyte.gz': rng.integers(0, 256, (16, 28, 28), dtype=np.uint8),
+              't10k-labels-idx1-ubyte.gz': rng.integers(0, 10, 16).astype(np.uint8)}
+    for name, a in arrays.items():
+        blob = gzip.compress(to_idx(a), mtime=0)
+        (mirror / name).write_bytes(blob); (cache / name).write_bytes(blob[:-3])       # every cached copy damaged
+        files[name] = dict(size=len(blob), sha256=hashlib.sha256(blob).hexdigest())
+    setup = f"import json, fromscratch.data; fromscratch.data.MNIST_FILES = json.loads({json.dumps(files)!r})"
+    with serve(mirror) as url:
+        r = run_cli('--full', '--mirror', url, '--epochs', '1', '--progress', 'never', setup=setup,
+                    env={'FROMSCRATCH_CACHE': str(tmp_path / 'cache')})
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 4 and 'Traceback' not in r.stderr and 'warnings.warn' not in r.stderr
+    for line, name in zip(lines, arrays):
+        assert line.startswith(f'python -m fromscratch.train: warning: cached {cache / name} does not match its checksum (size is ')
+        assert line.endswith('; downloading it again')
+    assert RESULT.match(r.stdout.splitlines()[-1])
+    for name in arrays: assert (cache / name).read_bytes() == (mirror / name).read_bytes()
+
+
+def test_cli_plot_that_cannot_be_written_after_training_fails_in_one_line(tmp_path, capsys, monkeypatch):
+    folder = tmp_path / 'plots'; folder.mkdir()
+    real_train = cli.train
+    def train_then_remove_the_folder(args):
+        history = real_train(args); shutil.rmtree(folder); return history
+    monkeypatch.setattr(cli, 'train', train_then_remove_the_folder)
+    assert cli.main(['--train-size', '64', '--epochs', '1', '--plot', str(folder / 'loss.png')]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith('python -m fromscratch.train: error: [Errno 2] No such file or directory') and err.count('\n') == 1
+
+
+def test_cli_interrupted(capsys, monkeypatch):
+    def interrupted(args): raise KeyboardInterrupt
+    monkeypatch.setattr(cli, 'train', interrupted)
+    assert cli.main([]) == 130 and capsys.readouterr().err == 'python -m fromscratch.train: interrupted\n'
+
+
+def test_cli_plot_is_written_atomically(tmp_path):
+    (tmp_path / 'loss.png').write_bytes(b'old')
+    assert cli.main(['--train-size', '64', '--epochs', '1', '--progress', 'never', '--plot', str(tmp_path / 'loss.png')]) == 0
+    assert (tmp_path / 'loss.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['loss.png']
+
+
+# ---------------------------------------------------------------- the schedule and the defaults
+
+@pytest.mark.parametrize('total, max_lr, pct, div, final', [
+    (625, 0.2, 0.3, 25.0, 1e4), (10, 1.0, 0.3, 25.0, 1e4), (7, 0.5, 0.5, 10.0, 100.0), (100, 0.01, 0.1, 5.0, 1e3),
+    (1, 0.2, 0.3, 25.0, 1e4), (2, 0.2, 0.3, 25.0, 1e4), (33, 3.0, 0.25, 25.0, 1e4)])
+def test_one_cycle_lr_equals_torch(total, max_lr, pct, div, final):
+    w = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=max_lr)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=max_lr, total_steps=total, pct_start=pct, div_factor=div,
+                                                final_div_factor=final, cycle_momentum=False)
+    theirs = []
+    for _ in range(total):
+        theirs.append(opt.param_groups[0]['lr']); opt.step(); sched.step()
+    ours = [cli.one_cycle_lr(s, total, max_lr, pct, div, final) for s in range(total)]
+    check_close(ours, theirs, rtol=1e-12, atol=1e-15, name='learning rates')
+
+
+def test_one_cycle_sgd_trains_like_torch_and_stops_at_its_end():
+    fs.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3))
+    tm = torch_copy(model, torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.ReLU(), torch.nn.Linear(4, 3)))
+    opt = cli.OneCycleSGD(model.parameters(), max_lr=0.5, total_steps=20)
+    topt = torch.optim.SGD(tm.parameters(), lr=0.5)
+    sched = torch.optim.lr_scheduler.OneCycleLR(topt, max_lr=0.5, total_steps=20, cycle_momentum=False)
+    x, y = np.random.default_rng(0).standard_normal((20, 8, 5)).astype(np.float32), np.random.default_rng(1).integers(0, 3, (20, 8))
+    for xb, yb in zip(x, y):
+        nn.CrossEntropyLoss()(model(fs.tensor(xb)), fs.tensor(yb)).backward(); opt.step(); opt.zero_grad()
+        torch.nn.CrossEntropyLoss()(tm(torch.tensor(xb)), torch.tensor(yb)).backward(); topt.step(); topt.zero_grad(); sched.step()
+    for (k, v), tv in zip(model.state_dict().items(), tm.state_dict().values()): check_close(v, tv, rtol=1e-5, atol=1e-6, name=k)
+    with pytest.raises(ValueError) as ours: opt.step()
+    with pytest.raises(ValueError) as theirs: sched.step()
+    assert str(ours.value) == 'Tried to step 21 times. The specified number of total steps is 20' == str(theirs.value)
+
+
+def test_cli_defaults_reach_the_target_and_the_readme_shows_them():
+    r = run_cli()
+    assert r.returncode == 0 and r.stderr == ''
+    *epochs, last = r.stdout.splitlines()
+    accuracy, loss, seconds = map(float, RESULT.match(last).groups())
+    assert len(epochs) == 5 and accuracy >= 0.92
+    readme = (ROOT / 'README.md').read_text()
+    block = readme.split('$ python -m fromscratch.train\n', 1)[1].split('```', 1)[0].splitlines()
+    assert block[:5] == epochs and block[5].rsplit(' ', 1)[0] == last.rsplit(' ', 1)[0]
 
 
 def test_cli_full_without_network_fails_clearly(tmp_path):
