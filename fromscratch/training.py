@@ -115,7 +115,10 @@ def plot_history(history, ax=None, label='', **kwargs):
 def mnist_datasets(full=False, train_size=None, **kwargs):
     "MNIST as two `ArrayDataset`s (train, valid): float32 pixels standardised with the training mean and std, int64 labels."
     (x_train, y_train), (x_valid, y_valid) = load_mnist(full=full, **kwargs)
-    if train_size is not None: x_train, y_train = x_train[:train_size], y_train[:train_size]
+    if train_size is not None:
+        if not 0 < train_size <= len(x_train):
+            raise ValueError(f"train_size must be between 1 and {len(x_train):,} (the training images there are), got {train_size:,}")
+        x_train, y_train = x_train[:train_size], y_train[:train_size]
     x_train, x_valid = x_train.astype(np.float32) / 255, x_valid.astype(np.float32) / 255
     mean, std = x_train.mean(), x_train.std()
     return ArrayDataset((x_train - mean) / std, y_train), ArrayDataset((x_valid - mean) / std, y_valid)

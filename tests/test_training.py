@@ -290,6 +290,12 @@ def test_mnist_datasets_are_standardised_float32(mnist_small):
     assert abs(float(xv.mean())) < 0.1 and abs(float(xv.std()) - 1) < 0.1   # the training mean and std, not its own
 
 
+@pytest.mark.parametrize('size', [0, -1, 4001])
+def test_mnist_datasets_refuse_a_train_size_beyond_the_images(size):
+    with pytest.raises(ValueError, match=f"train_size must be between 1 and 4,000 .*got {size:,}"):
+        mnist_datasets(train_size=size)
+
+
 @pytest.mark.parametrize('seed', [0, 1])
 def test_mnist_losses_equal_torch_step_for_step(mnist_small, seed):
     train_ds, valid_ds = mnist_small
