@@ -6,8 +6,6 @@ imports numpy-only modules: torch, matplotlib and tqdm are imported inside the f
 """
 __version__ = "0.1.0"
 
-from . import matmul as _matmul_lesson  # noqa: F401  the lesson module `fromscratch.matmul` (01_matmul), loaded
-                                        # first so that `fs.matmul` below stays the function, as in torch
 from .tensor import (Tensor, tensor, zeros, ones, empty, full, rand, randn, randint, arange, linspace,
                      zeros_like, ones_like, empty_like, full_like, rand_like, randn_like, manual_seed,
                      no_grad, enable_grad, set_grad_enabled, is_grad_enabled, result_type,

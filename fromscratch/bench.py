@@ -111,7 +111,7 @@ LADDER_SHAPES = ((5, 784, 10), (64, 784, 10))
 
 def matmul_job(spec):
     "Worker job: the matmul ladder on each of `shapes`, one row per variant, and the BLAS in use."
-    from fromscratch.matmul import time_matmuls
+    from fromscratch.lessons.matmul import time_matmuls
     worker_torch(spec['threads'])
     ladders = [{'shape': list(s), 'rows': [r._asdict() for r in time_matmuls(*s, **spec['timing'])]} for s in spec['shapes']]
     return {'ladders': ladders, 'system': blas_info()}
@@ -345,7 +345,7 @@ def _table(header, rows):
 # %% ../nbs/13_bench.ipynb
 def _ladder_lines(results):
     "Part 1 of the report: a table per matmul shape."
-    from fromscratch.matmul import format_seconds, format_speedup
+    from fromscratch.lessons.matmul import format_seconds, format_speedup
     lines = []
     for block in results.get('matmul', []):
         m, k, n = block['shape']
@@ -357,7 +357,7 @@ def _ladder_lines(results):
 # %% ../nbs/13_bench.ipynb
 def _step_rows(steps, key):
     "One table row per batch size: the three times and the two ratios (`key`: 'seconds' or 'cpu')."
-    from fromscratch.matmul import format_seconds
+    from fromscratch.lessons.matmul import format_seconds
     rows = []
     for r in steps:
         ratios = step_ratios(r, key)

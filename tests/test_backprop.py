@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
-from fromscratch.backprop import (activation_stats, forward_and_backward, init_mlp, init_weights, lin, lin_grad, mlp,
+from fromscratch.lessons.backprop import (activation_stats, forward_and_backward, init_mlp, init_weights, lin, lin_grad, mlp,
                                   mse, mse_grad, relu, relu_grad, to_target_shape, torch_grads)
 from fromscratch.testing import check_close
 

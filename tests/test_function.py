@@ -1,4 +1,4 @@
-"""fromscratch.function: the custom autograd Functions pass gradcheck and equal torch's own ops, a wrong backward
+"""fromscratch.lessons.function: the custom autograd Functions pass gradcheck and equal torch's own ops, a wrong backward
 fails gradcheck, `graph_lines` draws torch's graph, and importing the module does not import torch."""
 import subprocess
 import sys
@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 from torch.autograd.gradcheck import GradcheckError
 
-from fromscratch.function import graph_lines, relu_function, sigmoid_function
+from fromscratch.lessons.function import graph_lines, relu_function, sigmoid_function
 from fromscratch.testing import check_close
 
 SETTINGS = settings(max_examples=30, deadline=None)
@@ -181,7 +181,7 @@ def test_graph_lines_expands_a_shared_node_once():
 
 
 def test_importing_the_module_does_not_import_torch():
-    code = ("import sys, fromscratch.function as f\n"
+    code = ("import sys, fromscratch.lessons.function as f\n"
             "print('torch' in sys.modules, callable(f.relu_function), callable(f.sigmoid_function))")
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ['False', 'True', 'True']

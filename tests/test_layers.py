@@ -1,4 +1,4 @@
-"""fromscratch.layers: every manual gradient against torch autograd in float64, the `LayerFunction` versions
+"""fromscratch.lessons.layers: every manual gradient against torch autograd in float64, the `LayerFunction` versions
 against the hand-written ones, and `Module` registration against `torch.nn.Module`."""
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 from torch import nn
 
-from fromscratch.layers import (Lin, LinLayer, LinModule, LayerFunction, Mlp, Model, Module, Mse, MseLayer, Param,
+from fromscratch.lessons.layers import (Lin, LinLayer, LinModule, LayerFunction, Mlp, Model, Module, Mse, MseLayer, Param,
                                 Relu, ReluLayer, copy_from_torch)
 from fromscratch.testing import check_close
 
@@ -367,6 +367,6 @@ def test_copy_from_torch_copies_values_not_references():
 
 def test_layers_module_does_not_import_torch():
     import subprocess, sys
-    code = "import sys, fromscratch.layers; print('torch' in sys.modules)"
+    code = "import sys, fromscratch.lessons.layers; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == 'False'

@@ -1,5 +1,4 @@
 """Every matmul variant of 01_matmul against torch, their shape errors, broadcasting rules, and the timing ladder."""
-import importlib
 import math
 import sys
 
@@ -9,7 +8,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 
-from fromscratch.matmul import (Timing, broadcast_shapes, format_seconds, format_speedup, format_table, matmul_blas,
+from fromscratch.lessons.matmul import (Timing, broadcast_shapes, format_seconds, format_speedup, format_table, matmul_blas,
                                 matmul_broadcast, matmul_einsum, matmul_elementwise, matmul_ladder, matmul_loops,
                                 matmul_shapes, matrix_shape, plot_timings, time_call, time_matmuls, torch_threads)
 from fromscratch.testing import check_close
@@ -258,7 +257,7 @@ def test_torch_threads_without_torch(monkeypatch):
 
 
 def test_time_matmuls_times_torch_on_the_given_threads(monkeypatch):
-    mm = importlib.import_module('fromscratch.matmul')  # `fs.matmul` is the function, as in torch
+    import fromscratch.lessons.matmul as mm
     seen, original = [], mm.matmul_ladder
     def spy(a, b):
         return [(n, (lambda f: lambda *args: (seen.append(torch.get_num_threads()), f(*args))[1])(f), args)
@@ -280,7 +279,7 @@ def test_ladder_variants_agree():
 
 
 def test_time_matmuls_refuses_to_time_a_wrong_variant(monkeypatch):
-    mm = importlib.import_module('fromscratch.matmul')  # `fs.matmul` is the function, as in torch
+    import fromscratch.lessons.matmul as mm
     original = mm.matmul_ladder
     def broken(a, b):
         return [(n, (lambda *args: np.zeros((2, 4))) if n == 'matmul_einsum' else f, args) for n, f, args in original(a, b)]

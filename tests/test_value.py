@@ -1,4 +1,4 @@
-"""`fromscratch.value`: every op, random expression graphs, reuse, long chains and the drawing, against torch in float64."""
+"""`fromscratch.lessons.value`: every op, random expression graphs, reuse, long chains and the drawing, against torch in float64."""
 import math
 import operator
 import random
@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from fromscratch.testing import check_close
-from fromscratch.value import Value, as_value, backward, draw_graph, graph_columns, topo_order
+from fromscratch.lessons.value import Value, as_value, backward, draw_graph, graph_columns, topo_order
 
 RTOL, ATOL = 1e-12, 1e-12
 SETTINGS = settings(max_examples=40, deadline=None)
