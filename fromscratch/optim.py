@@ -8,7 +8,7 @@ __all__ = ['Optimizer', 'SGD', 'Adam', 'AdamW']
 # %% ../nbs/10_optim.ipynb
 import numpy as np
 
-from .tensor import Tensor
+from .core import Tensor
 
 # %% ../nbs/10_optim.ipynb
 class Optimizer:
@@ -64,14 +64,14 @@ def _step(self, closure=None):
     "Update every parameter that has a gradient; return `closure()`'s loss if a closure is given."
     loss = None
     if closure is not None:
-        from fromscratch.tensor import enable_grad
+        from fromscratch.core import enable_grad
         with enable_grad(): loss = closure()
     for group in self.param_groups:
         for p in group['params']:
             if p._grad is None: continue
             g = p._grad.array
             self._update(p.array, -g if group.get('maximize') else g, self.state.setdefault(p, {}), group)
-            p._version_counter[0] += 1
+            p.version_counter.bump()
     return loss
 
 Optimizer.step = _step

@@ -11,8 +11,8 @@ import warnings
 
 import numpy as np
 
-from .tensor import Tensor, Function, backward, grad
-from .tensor import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
+from ..core import Tensor, Function, backward, grad
+from ..core import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
 
 # %% ../nbs/08_autograd.ipynb
 _all_ = ['backward', 'grad', 'Function', 'no_grad', 'enable_grad', 'set_grad_enabled', 'is_grad_enabled']
