@@ -8,8 +8,8 @@ from collections import namedtuple
 import numpy as np
 
 from .core import (Tensor, Function, Add, operands, Expand, SumToSize, expand_to, grad_mode, result_type, category, size_arg, expandable,
-                   broadcast_op, broadcast_error, shape_of, sum_to, cast, make_view, view_of, rebase, register_hook, retain_grad,
-                   float32, float64, int64)
+                   broadcast_op, broadcast_error, shape_of, sum_to, cast, make_view, view_of, rebase, float32, float64, int64)
+from .hooks import register_hook, retain_grad
 
 # ---- helpers shared by the families --------------------------------------------------------------------
 def dim_error(d, n):

@@ -12,7 +12,8 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ..core import Tensor, HookDict, float32, float64
+from ..core import Tensor, float32, float64
+from ..hooks import HookDict
 from . import functional, init
 
 # %% ../../nbs/09_nn.ipynb
