@@ -50,7 +50,6 @@ class LinearFunction(Function):
         return grad_input, grad_weight, grad_bias
 
 # %% ../../nbs/09_functional.ipynb
-# %% ../../nbs/09_functional.ipynb
 def _check_linear(input, weight):
     "Raise PyTorch's error when `input` and `weight` cannot be multiplied."
     if input.dtype != weight.dtype:
