@@ -168,9 +168,9 @@ class CrossEntropyFunction(Function):
 
 # %% ../../nbs/09_functional.ipynb
 def _cross_entropy_backward(ctx, grad_output):
-    "`(softmax(x) - onehot) * scale * grad_output`; the softmax is computed again when the backward is recorded."
+    "`(softmax(x) - onehot) * scale * grad_output`, recorded on Tensors only when grad mode is on."
     input, p = ctx.saved_tensors
-    if grad_mode.enabled: p = input.softmax(1)      # with its history, for a second derivative
+    if grad_mode.enabled: p = input.softmax(1)      # recorded: the softmax again, with its history
     onehot = _onehot(ctx.t, ctx.valid, input.shape[1], input.dtype)
     scale = ctx.scale.astype(input.dtype)[:, None]
     coef = scale * (grad_output.reshape(-1, 1) if ctx.reduction == 'none' else grad_output)
