@@ -25,6 +25,7 @@ class RemovableHandle:
     def __enter__(self): return self
     def __exit__(self, *exc): self.remove()
 
+# %% ../nbs/07a_engine_in_depth.ipynb
 class HookDict(dict):
     "Hooks by handle id, in the order they were added; a handle points to it weakly, so it never keeps it alive."
     __slots__ = ('__weakref__',)
@@ -45,6 +46,7 @@ def register_hook(self, hook):
     if self.grad_fn.pre_hooks is None: self.grad_fn.pre_hooks = {}
     return self.grad_fn.pre_hooks.setdefault(self._output_nr, HookDict()).add(hook)
 
+# %% ../nbs/07a_engine_in_depth.ipynb
 def retain_grad(self):
     "Keep the gradient of this non-leaf tensor in `.grad` after backward (a no-op on leaves)."
     if not self._requires_grad: raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
