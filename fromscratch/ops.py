@@ -311,12 +311,7 @@ class Sub(Function):
     "a - b, broadcasting."
     @staticmethod
     def forward(ctx, a, b):
-        if _is_bool(a) and _is_bool(b):
-            raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` "
-                               "or `logical_xor()` operator instead.")
-        if _is_bool(a) or _is_bool(b):
-            raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
-                               "to invert a mask, use the `~` or `logical_not()` operator instead.")
+        _check_bool_sub(a, b)
         x, y = _operands(a, b)
         ctx.shapes = _shape_of(a), _shape_of(b)
         try: return Tensor(np.subtract(x, y))
@@ -326,6 +321,15 @@ class Sub(Function):
         sa, sb = ctx.shapes
         return (_unbroadcast(grad_output, sa) if ctx.needs_input_grad[0] else None,
                 _unbroadcast(-grad_output, sb) if ctx.needs_input_grad[1] else None)
+
+def _check_bool_sub(a, b):
+    "PyTorch has no subtraction of bools (in place or not): raise its error."
+    if _is_bool(a) and _is_bool(b):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` "
+                           "or `logical_xor()` operator instead.")
+    if _is_bool(a) or _is_bool(b):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
+                           "to invert a mask, use the `~` or `logical_not()` operator instead.")
 
 # %% ../nbs/07_ops.ipynb
 def _is_bool(v): return v.array.dtype.kind == 'b' if isinstance(v, Tensor) else isinstance(v, builtins.bool)
@@ -960,6 +964,7 @@ def _add_(self, other, alpha=1):
 
 def _sub_(self, other, alpha=1):
     "self -= alpha * other, in place."
+    _check_bool_sub(self, other)
     if _recording(self, other): return _record(self, self - (other if alpha == 1 else other * alpha))
     return _write(self, np.subtract, other, alpha)
 

@@ -451,3 +451,28 @@ def test_every_function_second_derivatives_match_torch(name):
         elif kind == 'pos': vals.append(np.random.default_rng(i).uniform(0.5, 2.0, s))
         else: vals.append(_rng_values(s, i))
     check_second(fn, *vals)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# a custom Function whose backward returns a gradient of a broadcast shape: summed back, as torch does
+
+def _broadcasting_function(lib):
+    "x * w, with the backward handing back the gradient at the output's (broadcast) shape for both inputs."
+    class Scale(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return x * w
+        @staticmethod
+        def backward(ctx, g):
+            x, w = ctx.saved_tensors
+            return g * w * (x * 0 + 1), g * x * (w * 0 + 1)      # both at the full broadcast shape
+    return Scale
+
+
+@pytest.mark.parametrize('sx,sw', [((2, 1, 3), (5, 2, 4, 3)), ((3,), (2, 3)), ((1, 1), (2, 3)), ((2, 3), (2, 3))], ids=str)
+def test_custom_function_gradients_are_summed_to_their_input_shape(sx, sw):
+    fn = lambda x, w: _broadcasting_function(fs if isinstance(x, Tensor) else torch).apply(x, w) ** 2
+    x, w = _rng_values(sx, 1), _rng_values(sw, 2)
+    check_both(fn, x, w)
+    check_second(fn, x, w)

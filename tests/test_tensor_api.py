@@ -1,0 +1,164 @@
+"""The Tensor's own API against torch: creation functions (shapes, dtypes, requires_grad, values, seeding), the
+repr, and the dtype rules of in-place writes. (The mutation run of `make mutants` found these unchecked.)"""
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import fromscratch as fs
+from engines import dtype_name
+
+
+def same_kind(ours, theirs):
+    "Same shape, dtype, requires_grad and leaf status as the torch tensor."
+    assert tuple(ours.shape) == tuple(theirs.shape), (ours.shape, theirs.shape)
+    assert dtype_name(ours) == dtype_name(theirs), (dtype_name(ours), dtype_name(theirs))
+    assert ours.requires_grad == theirs.requires_grad and ours.is_leaf and theirs.is_leaf
+
+
+DETERMINISTIC = {
+    'zeros': lambda l: l.zeros(2, 3), 'zeros_tuple': lambda l: l.zeros((2, 3), dtype=l.float64),
+    'zeros_grad': lambda l: l.zeros(3, requires_grad=True), 'ones': lambda l: l.ones(4),
+    'ones_int': lambda l: l.ones((2,), dtype=l.int64), 'ones_grad': lambda l: l.ones(2, 2, requires_grad=True),
+    'full': lambda l: l.full((2, 3), 1.5), 'full_int': lambda l: l.full((2,), 7), 'full_bool': lambda l: l.full((2,), True),
+    'full_dtype': lambda l: l.full((3,), 2, dtype=l.float64, requires_grad=True),
+    'arange': lambda l: l.arange(5), 'arange_start': lambda l: l.arange(2, 7), 'arange_step': lambda l: l.arange(1, 10, 3),
+    'arange_float': lambda l: l.arange(0.5, 3), 'arange_float_step': lambda l: l.arange(0, 1, 0.25),
+    'arange_dtype': lambda l: l.arange(4, dtype=l.float64, requires_grad=True),
+    'linspace': lambda l: l.linspace(0, 1, 5), 'linspace_dtype': lambda l: l.linspace(-1, 1, 3, dtype=l.float64),
+    'linspace_grad': lambda l: l.linspace(0, 2, 4, requires_grad=True),
+    'tensor_list': lambda l: l.tensor([[1, 2], [3, 4]]), 'tensor_float': lambda l: l.tensor([1.0, 2.0]),
+    'tensor_bool': lambda l: l.tensor([True]), 'tensor_scalar': lambda l: l.tensor(3.5, requires_grad=True),
+}
+
+
+@pytest.mark.parametrize('name', list(DETERMINISTIC))
+def test_creation_like_torch(name):
+    ours, theirs = DETERMINISTIC[name](fs), DETERMINISTIC[name](torch)
+    same_kind(ours, theirs)
+    np.testing.assert_allclose(ours.detach().numpy().astype(np.float64), theirs.detach().numpy().astype(np.float64),
+                               rtol=1e-7)
+
+
+LIKE = ['zeros_like', 'ones_like', 'empty_like', 'rand_like', 'randn_like']
+
+
+@pytest.mark.parametrize('name', LIKE + ['full_like'])
+@pytest.mark.parametrize('kw', [{}, dict(dtype='float64'), dict(requires_grad=True), dict(dtype='float64', requires_grad=True)],
+                         ids=str)
+@pytest.mark.parametrize('src', ['float32', 'float64', 'int64'])
+def test_like_functions_keep_shape_and_dtype(name, kw, src):
+    if 'rand' in name and src == 'int64' and 'dtype' not in kw: return   # torch: rand of an int dtype raises
+    if src == 'int64' and kw.get('requires_grad') and 'dtype' not in kw: return   # int tensors cannot require grad
+    args = (2.5,) if name == 'full_like' else ()
+    base = np.arange(6).reshape(2, 3).astype(src)
+    ours = getattr(fs, name)(fs.tensor(base), *args, **{k: getattr(fs, v) if k == 'dtype' else v for k, v in kw.items()})
+    theirs = getattr(torch, name)(torch.tensor(base), *args, **{k: getattr(torch, v) if k == 'dtype' else v for k, v in kw.items()})
+    same_kind(ours, theirs)
+    if name in ('zeros_like', 'ones_like', 'full_like'):
+        np.testing.assert_array_equal(ours.detach().numpy(), theirs.detach().numpy())
+
+
+@pytest.mark.parametrize('name', ['rand', 'randn'])
+def test_random_creation(name):
+    f = getattr(fs, name)
+    for args, kw in (((2, 3), {}), (((4,),), dict(dtype=fs.float64)), ((3,), dict(requires_grad=True))):
+        t, tt = f(*args, **kw), getattr(torch, name)(*args, **{k: (torch.float64 if k == 'dtype' else v) for k, v in kw.items()})
+        same_kind(t, tt)
+    fs.manual_seed(3); a = f(1000)
+    fs.manual_seed(3); b = f(1000)
+    fs.manual_seed(4); c = f(1000)
+    assert np.array_equal(a.numpy(), b.numpy()) and not np.array_equal(a.numpy(), c.numpy())
+    if name == 'rand': assert 0 <= a.numpy().min() and a.numpy().max() < 1 and 0.4 < a.numpy().mean() < 0.6
+    else: assert -0.2 < a.numpy().mean() < 0.2 and 0.8 < a.numpy().std() < 1.2
+    assert fs.manual_seed(5) is not None
+
+
+def test_randint():
+    fs.manual_seed(0)
+    t, tt = fs.randint(2, 5, (200,)), torch.randint(2, 5, (200,))
+    same_kind(t, tt)
+    assert set(t.tolist()) == {2, 3, 4}
+    same_kind(fs.randint(0, 3, (2, 2), dtype=fs.float32), torch.randint(0, 3, (2, 2), dtype=torch.float32))
+    same_kind(fs.randint(0, 3, (2,), dtype=fs.float64, requires_grad=True),
+              torch.randint(0, 3, (2,), dtype=torch.float64, requires_grad=True))
+    fs.manual_seed(1); a = fs.randint(0, 1000, (50,))
+    fs.manual_seed(1); b = fs.randint(0, 1000, (50,))
+    assert a.tolist() == b.tolist()
+
+
+REPRS = [lambda l: l.tensor([1.5, 2.25, -3.0]), lambda l: l.tensor([1, 2, 3]), lambda l: l.tensor([True, False]),
+         lambda l: l.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=l.float64, requires_grad=True), lambda l: l.tensor(2.5),
+         lambda l: l.zeros(0, 3), lambda l: l.tensor([1, 2], dtype=l.int32), lambda l: l.ones(2, dtype=l.float16),
+         lambda l: l.tensor([123456.789, 0.001]), lambda l: l.tensor([0.5, 2.0], requires_grad=True),
+         lambda l: l.tensor([[1, 2], [3, 4]], dtype=l.float64), lambda l: l.zeros(2, 0, dtype=l.float64)]
+
+
+@pytest.mark.parametrize('k', range(len(REPRS)))
+def test_repr_like_torch(k):
+    assert repr(REPRS[k](fs)) == repr(REPRS[k](torch)).replace('torch.', 'fromscratch.')
+
+
+def test_repr_of_a_result_names_its_node():
+    y = fs.tensor([0.5, 2.0], requires_grad=True) * 2
+    assert repr(y) == 'tensor([1., 4.], grad_fn=<MulBackward>)'
+    assert repr(y.grad_fn) == '<MulBackward>'
+
+
+@pytest.mark.parametrize('da', ['bool', 'int32', 'int64', 'float32', 'float64'])
+@pytest.mark.parametrize('db', ['bool', 'int64', 'float32', 'float64'])
+@pytest.mark.parametrize('op', ['add_', 'mul_', 'sub_', 'div_', 'copy_'])
+def test_inplace_dtype_rules_like_torch(da, db, op):
+    "An in-place write keeps the tensor's dtype, and refuses a result of a higher kind (float into int), like torch."
+    a, b = np.array([1, 2, 0]).astype(da), np.array([1, 1, 2]).astype(db)
+    outcomes = []
+    for lib in (torch, fs):
+        x, y = lib.tensor(a.copy()), lib.tensor(b.copy())
+        try:
+            getattr(x, op)(y)
+            outcomes.append((dtype_name(x), x.tolist()))
+        except RuntimeError as e:
+            outcomes.append((type(e).__name__, str(e).split()[0]))
+    assert outcomes[0] == outcomes[1], outcomes
+
+
+WRITES = {'copy_': lambda t, v: t.copy_(v * 2), 'fill_': lambda t, v: t.fill_(v.sum()), 'setitem': lambda t, v: t.__setitem__(1, v[0]),
+          'add_': lambda t, v: t.add_(v), 'sub_alpha': lambda t, v: t.sub_(v, alpha=3), 'mul_': lambda t, v: t.mul_(v),
+          'div_': lambda t, v: t.div_(v + 3)}
+
+
+@pytest.mark.parametrize('name', list(WRITES))
+def test_writing_a_value_that_requires_grad_into_a_plain_tensor(name):
+    "Only the written value requires grad: the write is recorded and the value gets its gradient, as in torch."
+    grads = []
+    for lib in (torch, fs):
+        t, v = lib.zeros(3, dtype=lib.float64), lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        WRITES[name](t, v)
+        assert t.requires_grad
+        (t * t + t).sum().backward()
+        grads.append(v.grad.tolist())
+    assert grads[0] == grads[1]
+
+
+@pytest.mark.parametrize('name', ['copy_', 'add_', 'mul_'])
+def test_writing_into_an_expanded_tensor_raises_like_torch(name):
+    "Elements of an expanded tensor share memory: an elementwise write into it is refused, in torch's words."
+    write = lambda t: getattr(t, name)(t * 0 + 2) if name == 'copy_' else getattr(t, name)(2.0)
+    with pytest.raises(RuntimeError) as theirs: write(torch.zeros(3).expand(2, 3))
+    with pytest.raises(RuntimeError, match=re.escape(str(theirs.value).split('.')[0])): write(fs.zeros(3).expand(2, 3))
+
+
+def test_fill_with_a_zero_dim_tensor_and_copy_with_broadcasting_and_casting():
+    for lib in (torch, fs):
+        x = lib.zeros(2, 3)
+        x.fill_(lib.tensor(2.5))
+        assert x.tolist() == [[2.5] * 3] * 2
+        i = lib.zeros(3, dtype=lib.int64)
+        i.copy_(lib.tensor([1.7, -2.2, 3.0]))
+        assert i.tolist() == [1, -2, 3]
+        x.copy_(lib.tensor([1.0, 2.0, 3.0]))
+        assert x.tolist() == [[1.0, 2.0, 3.0]] * 2
+    with pytest.raises(RuntimeError) as theirs: torch.zeros(2, 3).copy_(torch.zeros(4))
+    with pytest.raises(RuntimeError, match=re.escape(str(theirs.value)[:40])) as err: fs.zeros(2, 3).copy_(fs.zeros(4))
+    assert '[2, 3]' in str(err.value) and '[4]' in str(err.value)
