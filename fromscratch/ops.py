@@ -440,6 +440,9 @@ def where(condition, input=None, other=None):
     "`input` where `condition` holds, `other` elsewhere; with only `condition`, the indices where it holds."
     if input is None and other is None:
         return tuple(Tensor(i) for i in np.nonzero(condition.array))
+    if input is None or other is None:
+        raise TypeError("where() received an invalid combination of arguments: give `condition` alone, or "
+                        "`condition, input, other`")
     return Where.apply(condition, input, other)
 
 Tensor.where = lambda self, condition, other: Where.apply(condition, self, other)

@@ -476,3 +476,35 @@ def test_custom_function_gradients_are_summed_to_their_input_shape(sx, sw):
     x, w = _rng_values(sx, 1), _rng_values(sw, 2)
     check_both(fn, x, w)
     check_second(fn, x, w)
+
+
+@pytest.mark.parametrize('name', ['sum_0', 'mean_1_keep', 'max_0', 'logsumexp_0', 'logsumexp_1', 'softmax_1', 'log_softmax_0',
+                                  'var_c1_dim0', 'std_c0_dimNone', 'norm_p2_dim0', 'norm_p1_dim1', 'norm_p0_dimNone'])
+def test_degenerate_float32_inputs_keep_float32(name):
+    "The same degenerate inputs in float32: results and gradients stay float32, as in torch."
+    for case in ('empty_rows', 'empty_cols', 'one', 'row_of_-inf', 'zeros'):
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            try: check_both(REDUCTIONS[name], SPECIAL[case], dtype=np.float32)
+            except (RuntimeError, IndexError): pass    # the same errors are checked in float64 above
+            except AssertionError as e: raise AssertionError(f'{name} of {case}: {e}') from None
+
+
+@pytest.mark.parametrize('op', ['mul', 'matmul', 'div', 'pow', 'where'])
+def test_operands_not_needed_for_a_gradient_are_not_saved(op):
+    "Changing in place an operand that no needed gradient uses is allowed after the op, in torch and here."
+    f = {'mul': lambda a, b: a * b, 'matmul': lambda a, b: a @ b, 'div': lambda a, b: b / a.exp(),
+         'maximum': lambda a, b: a.maximum(b), 'pow': lambda a, b: b.exp() ** a,
+         'where': lambda a, b: torch_or_ours(fs.where, torch.where)(b > 0, a, b)}[op]
+    for lib in (torch, fs):
+        x = lib.tensor(_rng_values((3, 3), 1), requires_grad=True)
+        h = lib.tensor(_rng_values((3, 3), 2)) * 1      # no grad needed for h
+        y = f(x, h)
+        outcome = []
+        h.add_(1)
+        try:
+            y.sum().backward()
+            outcome.append('ok')
+        except RuntimeError as e: outcome.append(str(e)[:60])
+        if lib is torch: expected = outcome
+    assert outcome == expected

@@ -162,3 +162,110 @@ def test_fill_with_a_zero_dim_tensor_and_copy_with_broadcasting_and_casting():
     with pytest.raises(RuntimeError) as theirs: torch.zeros(2, 3).copy_(torch.zeros(4))
     with pytest.raises(RuntimeError, match=re.escape(str(theirs.value)[:40])) as err: fs.zeros(2, 3).copy_(fs.zeros(4))
     assert '[2, 3]' in str(err.value) and '[4]' in str(err.value)
+
+
+def test_size_and_bool_like_torch():
+    for lib in (torch, fs):
+        t = lib.zeros(2, 3)
+        assert tuple(t.size()) == (2, 3) and t.size(1) == 3 and t.size(-2) == 2
+        assert bool(lib.tensor([2.0])) is True and bool(lib.tensor(0.0)) is False
+        with pytest.raises(RuntimeError, match='Boolean value of Tensor with more than one value is ambiguous'):
+            bool(lib.tensor([1.0, 2.0]))
+
+
+@pytest.mark.parametrize('left', ['float64', 'int64', 'float32'])
+@pytest.mark.parametrize('right', ['float32', 'int32', 'float64', 'bool'])
+def test_a_zero_dim_tensor_on_the_left_does_not_widen_the_other(left, right):
+    for op in (lambda a, b: a * b, lambda a, b: a + b):
+        ours = op(fs.tensor(np.array(2, dtype=left)), fs.tensor(np.array([1, 0, 1], dtype=right)))
+        theirs = op(torch.tensor(np.array(2, dtype=left)), torch.tensor(np.array([1, 0, 1], dtype=right)))
+        assert dtype_name(ours) == dtype_name(theirs)
+
+
+def test_non_leaf_grad_warning_points_at_the_caller():
+    y = fs.tensor([1.0], requires_grad=True) * 2
+    with pytest.warns(UserWarning, match='is not a leaf Tensor is being accessed') as record:
+        assert y.grad is None
+    assert record[0].filename == __file__
+
+
+def test_retained_grad_accumulates_across_create_graph_backwards():
+    grads = []
+    for lib in (torch, fs):
+        x = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        h = x * x
+        h.retain_grad()
+        (h * h).sum().backward(create_graph=True)
+        (h * h * h).sum().backward(create_graph=True)
+        grads.append((h.grad.tolist(), h.grad.requires_grad))
+    assert grads[0] == grads[1]
+
+
+def test_custom_function_gradient_of_a_shape_that_does_not_broadcast_is_refused():
+    class Bad(fs.autograd.Function):
+        @staticmethod
+        def forward(ctx, x): return x * 1
+        @staticmethod
+        def backward(ctx, g): return fs.ones(2, 3, 4, dtype=g.dtype)
+    for shape in ((3, 4, 2), (2, 3, 4, 5), (1, 3, 4, 1)):
+        x = fs.ones(*shape, requires_grad=True)
+        with pytest.raises(RuntimeError, match=r'returned an invalid gradient at index 0 - got \[2, 3, 4\] but expected '
+                                               r'shape compatible with \[' + ', '.join(map(str, shape))):
+            Bad.apply(x).sum().backward()
+
+
+def test_where_with_one_branch_only_is_refused_like_torch():
+    for lib in (torch, fs):
+        with pytest.raises(TypeError, match=r'^where\(\) received an invalid combination of arguments'):
+            lib.where(lib.tensor([True, False]), lib.tensor([1.0, 2.0]))
+    assert [t.tolist() for t in fs.where(fs.tensor([[True, False], [False, True]]))] == \
+        [t.tolist() for t in torch.where(torch.tensor([[True, False], [False, True]]))]
+
+
+def test_argmax_keepdim_without_dim_and_of_a_zero_dim_tensor():
+    for name in ('argmax', 'argmin'):
+        for make in (lambda l: l.tensor([[1.0, 3.0, 2.0], [0.0, 5.0, 4.0]]), lambda l: l.tensor(3.0)):
+            for kw in (dict(keepdim=True), dict(dim=0), dict(dim=-1, keepdim=True), {}):
+                ours, theirs = getattr(make(fs), name)(**kw), getattr(make(torch), name)(**kw)
+                assert tuple(ours.shape) == tuple(theirs.shape) and ours.tolist() == theirs.tolist(), (name, kw)
+
+
+def test_to_the_dtype_of_another_tensor():
+    for lib in (torch, fs):
+        assert dtype_name(lib.ones(2).to(lib.zeros(1, dtype=lib.float64))) == 'float64'
+        assert dtype_name(lib.ones(2).to('cpu', lib.float64)) == 'float64'
+
+
+@pytest.mark.parametrize('sa,sb', [((2, 3), (3, 2, 2)), ((5, 1, 3), (2, 4, 1)), ((3,), (4,)), ((1, 2), (3, 1, 4)),
+                                   ((4, 1), (3,)), ((2, 1, 1), (3, 3)), ((6,), (2, 1, 5))], ids=str)
+def test_broadcast_errors_begin_with_torch_words(sa, sb):
+    try: torch.ones(*sa) + torch.ones(*sb)
+    except RuntimeError as e: theirs = str(e)
+    else: theirs = None
+    if theirs is None:
+        assert tuple((fs.ones(*sa) + fs.ones(*sb)).shape) == tuple((torch.ones(*sa) + torch.ones(*sb)).shape)
+        return
+    for f in (lambda a, b: a + b, lambda a, b: a < b):
+        with pytest.raises(RuntimeError) as ours: f(fs.ones(*sa), fs.ones(*sb))
+        assert str(ours.value).startswith(theirs), (str(ours.value), theirs)
+        assert str(list(sa)) in str(ours.value) and str(list(sb)) in str(ours.value)
+    big, small = (sa, sb) if len(sa) >= len(sb) else (sb, sa)
+    with pytest.raises(RuntimeError) as ours: fs.ones(*big).copy_(fs.ones(*small))
+    assert str(list(big)) in str(ours.value) and str(list(small)) in str(ours.value)
+
+
+@pytest.mark.parametrize('mode', ['no_grad', 'enable_grad', 'set_grad_enabled_false', 'set_grad_enabled_true'])
+def test_grad_mode_decorators_pass_every_argument_on(mode):
+    results = []
+    for lib in (torch, fs):
+        deco = {'no_grad': lambda: lib.no_grad(), 'enable_grad': lambda: lib.enable_grad(),
+                'set_grad_enabled_false': lambda: lib.set_grad_enabled(False),
+                'set_grad_enabled_true': lambda: lib.set_grad_enabled(True)}[mode]()
+
+        @deco
+        def f(a, b, *, scale=1.0):
+            return (a * b * scale).requires_grad, lib.is_grad_enabled()
+        x = lib.ones(2, requires_grad=True)
+        with lib.no_grad() if mode == 'enable_grad' else lib.enable_grad():
+            results.append((f(x, x, scale=2.0), lib.is_grad_enabled()))
+    assert results[0] == results[1]
