@@ -237,7 +237,7 @@ def test_to_the_dtype_of_another_tensor():
 
 
 @pytest.mark.parametrize('sa,sb', [((2, 3), (3, 2, 2)), ((5, 1, 3), (2, 4, 1)), ((3,), (4,)), ((1, 2), (3, 1, 4)),
-                                   ((4, 1), (3,)), ((2, 1, 1), (3, 3)), ((6,), (2, 1, 5))], ids=str)
+                                   ((4, 1), (3,)), ((2, 1, 1), (3, 3)), ((6,), (2, 1, 5)), ((3, 2), (3, 3))], ids=str)
 def test_broadcast_errors_begin_with_torch_words(sa, sb):
     try: torch.ones(*sa) + torch.ones(*sb)
     except RuntimeError as e: theirs = str(e)
@@ -269,3 +269,73 @@ def test_grad_mode_decorators_pass_every_argument_on(mode):
         with lib.no_grad() if mode == 'enable_grad' else lib.enable_grad():
             results.append((f(x, x, scale=2.0), lib.is_grad_enabled()))
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize('write', [lambda h, s: h.copy_(s), lambda h, s: h.fill_(2.0), lambda h, s: h.zero_(),
+                                   lambda h, s: h.__setitem__(..., s)])
+@pytest.mark.parametrize('src_grad', [False, True])
+def test_overwritten_history_gets_a_zero_gradient_like_torch(write, src_grad):
+    "What an in-place write replaced gets gradient 0 (not None) from the write, as in torch."
+    grads = []
+    for lib in (torch, fs):
+        x = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        s = lib.tensor([4.0, 5.0, 6.0], dtype=lib.float64, requires_grad=src_grad)
+        h = x * 2
+        write(h, s * 1)
+        h.sum().backward()
+        grads.append((None if x.grad is None else x.grad.tolist(), None if s.grad is None else s.grad.tolist()))
+    assert grads[0] == grads[1]
+
+
+def test_small_corners_the_mutation_run_asked_about():
+    "Each line: a behaviour of torch's that no other test pinned down."
+    for lib in (torch, fs):
+        b = lib.tensor([True, False])
+        assert (b ** True).tolist() == [True, False] and (b ** False).tolist() == [True, True]
+    for e, n in (('ij,jk', 1), ('ij', 2)):                       # too few / too many operands for the equation
+        with pytest.raises(RuntimeError) as theirs: torch.einsum(e, *[torch.ones(2, 2)] * n)
+        with pytest.raises(RuntimeError, match=re.escape(str(theirs.value))): fs.einsum(e, *[fs.ones(2, 2)] * n)
+    for lib in (torch, fs):                                        # sum_to_size: the sizes as arguments or one tuple
+        x = lib.arange(6.0).reshape(2, 3)
+        assert x.sum_to_size(1, 3).tolist() == x.sum_to_size((1, 3)).tolist() == [[3.0, 5.0, 7.0]]
+        assert x.sum_to_size(3).tolist() == [3.0, 5.0, 7.0]
+        with pytest.raises(RuntimeError, match=r'is not expandable to size'): x.sum_to_size(3, 3)
+        with pytest.raises(RuntimeError, match=r'cannot compute the inf norm on the dimension 0'):
+            lib.zeros(0, 3).norm(float('inf'), dim=(1, 0))
+    u = np.array([200, 100], dtype=np.uint8)
+    assert dtype_name(fs.tensor(u).sum()) == dtype_name(torch.tensor(u).sum()) == 'int64'
+    for a, b in ((np.float32, np.float64), (np.int64, np.float32), (np.int32, np.int64)):
+        for f in (lambda l, x, y: l.cat([x, y]), lambda l, x, y: l.stack([x, y]), lambda l, x, y: l.cat([x, x, y])):
+            ours = f(fs, fs.tensor(np.ones(2, a)), fs.tensor(np.ones(2, b)))
+            assert dtype_name(ours) == dtype_name(f(torch, torch.tensor(np.ones(2, a)), torch.tensor(np.ones(2, b))))
+    for lib in (torch, fs):                                        # the old x.var(unbiased) form
+        x = lib.tensor([1.0, 2.0, 4.0], dtype=lib.float64)
+        assert [x.var(False).item(), x.std(True).item()] == pytest.approx([14 / 9, (7 / 3) ** 0.5])
+
+
+@pytest.mark.parametrize('name', ['copy_', 'fill_', 'add_', 'sub_', 'mul_', 'div_', 'zero_', 'setitem'])
+def test_plain_in_place_writes_count_versions_and_scale_like_torch(name):
+    outcome = []
+    for lib in (torch, fs):
+        x, y = lib.tensor([1.0, 2.0, 3.0]), lib.tensor([2.0, 4.0, 8.0])
+        f = {'copy_': lambda: x.copy_(y), 'fill_': lambda: x.fill_(2.0), 'add_': lambda: x.add_(y, alpha=2),
+             'sub_': lambda: x.sub_(y, alpha=2), 'mul_': lambda: x.mul_(y), 'div_': lambda: x.div_(y),
+             'zero_': lambda: x.zero_(), 'setitem': lambda: x.__setitem__(slice(1, None), 5.0)}[name]
+        f(); f()
+        outcome.append((x.tolist(), x._version))
+    assert outcome[0] == outcome[1]
+
+
+@pytest.mark.parametrize('sa,sb,message', [
+    ((2, 2, 3), (2, 4, 2), 'matmul shapes cannot be multiplied ([2, 2, 3] and [2, 4, 2]): the last dimension of the first (3) '
+                           'must equal the second-to-last dimension of the second (4)'),
+    ((5, 2, 3), (4, 2), 'matmul shapes cannot be multiplied ([5, 2, 3] and [4, 2]): the last dimension of the first (3) must '
+                        'equal the second-to-last dimension of the second (4)'),
+    ((2, 2, 3), (3, 3, 2), None), ((3, 2, 3), (2, 3, 2), None)], ids=str)
+def test_batched_matmul_errors(sa, sb, message):
+    "Our own wording where torch speaks of its kernels (batch2, mat1), torch's own where it names a broadcast."
+    with pytest.raises(RuntimeError) as ours: fs.ones(*sa) @ fs.ones(*sb)
+    if message: assert str(ours.value) == message
+    else:
+        with pytest.raises(RuntimeError) as theirs: torch.ones(*sa) @ torch.ones(*sb)
+        assert str(ours.value).startswith(str(theirs.value))
