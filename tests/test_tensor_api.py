@@ -339,3 +339,55 @@ def test_batched_matmul_errors(sa, sb, message):
     else:
         with pytest.raises(RuntimeError) as theirs: torch.ones(*sa) @ torch.ones(*sb)
         assert str(ours.value).startswith(str(theirs.value))
+
+
+@pytest.mark.parametrize('f', [lambda l: -l.tensor([True]), lambda l: l.stack([l.ones(2)], dim=-2), lambda l: l.stack([l.ones(2)], dim=2),
+                               lambda l: l.stack([l.ones(2), l.ones(2)], dim=-3), lambda l: l.stack([l.ones(2), l.ones(2)], dim=-1),
+                               lambda l: l.ones(2, 3).T.contiguous().is_contiguous(),
+                               lambda l: l.tensor([1.0, 2.0], dtype=l.float64).var(0, correction=2),
+                               lambda l: l.tensor([1.0, 2.0], dtype=l.float64).std(-1, correction=3)], ids=range(8))
+def test_more_corners_like_torch(f):
+    try: expected = f(torch)
+    except Exception as e:
+        with pytest.raises(type(e), match=re.escape(str(e))): f(fs)
+        return
+    got = f(fs)
+    if isinstance(expected, bool): assert got == expected
+    else: assert tuple(got.shape) == tuple(expected.shape) and np.allclose(got.numpy(), expected.numpy(), equal_nan=True)
+
+
+def test_var_of_one_dimension_with_too_few_elements_has_torch_gradient():
+    "A 1-D tensor with `dim` given takes the dim formula, 2 (x - mean) / (n - c), even where n - c <= 0."
+    grads = []
+    for lib in (torch, fs):
+        x = lib.tensor([1.0, 2.0, 4.0], dtype=lib.float64, requires_grad=True)
+        with __import__('warnings').catch_warnings():
+            __import__('warnings').simplefilter('ignore')
+            (x.var(0, correction=3) + x.var(-1, correction=4) * 2).backward()
+        grads.append(x.grad.tolist())
+    assert np.allclose(grads[0], grads[1], equal_nan=True)
+
+
+def test_engine_corners_like_torch():
+    y = fs.tensor([1.0], requires_grad=True) * 2
+    assert repr(y.grad_fn.next_functions[0][0]) == '<AccumulateGrad>'
+    for lib in (torch, fs):                                         # several outputs, no grad_outputs: all used
+        x = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        g, = lib.autograd.grad([(x * x).sum(), (x * 3).sum()], [x])
+        assert g.tolist() == [5.0, 7.0]
+        with pytest.raises(RuntimeError, match=r'grad_output\[1\] has a shape of'):
+            lib.autograd.grad([x * 1, x * 2], [x], [lib.ones(2, dtype=lib.float64), lib.ones(3, dtype=lib.float64)])
+
+    results = []
+    for lib in (torch, fs):
+        class Split(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                a, b = x * 2, x * 3
+                ctx.mark_non_differentiable(b)
+                return a, b
+            @staticmethod
+            def backward(ctx, ga, gb): return ga * 2
+        a, b = Split.apply(lib.tensor([1.0, 2.0], requires_grad=True))
+        results.append((a.requires_grad, b.requires_grad))
+    assert results[0] == results[1] == (True, False)
