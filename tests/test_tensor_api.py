@@ -392,3 +392,22 @@ def test_engine_corners_like_torch():
         a, b = Split.apply(lib.tensor([1.0, 2.0], requires_grad=True))
         results.append((a.requires_grad, b.requires_grad))
     assert results[0] == results[1] == (True, False)
+
+
+@pytest.mark.parametrize('name', ['add_', 'sub_'])
+def test_recorded_in_place_writes_with_alpha(name):
+    grads = []
+    for lib in (torch, fs):
+        x, y = (lib.tensor(v, dtype=lib.float64, requires_grad=True) for v in ([1.0, 2.0], [3.0, 5.0]))
+        h = x * 1
+        getattr(h, name)(y, alpha=2)
+        (h * h).sum().backward()
+        grads.append((h.tolist(), x.grad.tolist(), y.grad.tolist()))
+    assert grads[0] == grads[1]
+
+
+def test_recorded_copy_of_a_wrong_shape_names_both_shapes():
+    h = fs.ones(2, 3, requires_grad=True) * 1
+    with pytest.raises(RuntimeError, match=r'The size of tensor a \(3\) must match the size of tensor b \(4\)') as err:
+        h.copy_(fs.ones(4))
+    assert '[2, 3]' in str(err.value) and '[4]' in str(err.value)
