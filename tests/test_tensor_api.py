@@ -411,3 +411,21 @@ def test_recorded_copy_of_a_wrong_shape_names_both_shapes():
     with pytest.raises(RuntimeError, match=r'The size of tensor a \(3\) must match the size of tensor b \(4\)') as err:
         h.copy_(fs.ones(4))
     assert '[2, 3]' in str(err.value) and '[4]' in str(err.value)
+
+
+def test_a_stale_view_written_twice_and_a_retained_tensor_deleted_before_backward():
+    outcome = []
+    for lib in (torch, fs):
+        x = lib.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=lib.float64, requires_grad=True)
+        h = x * 1
+        v = h[0]
+        h.mul_(2)                 # v is now stale: its values come from the new h
+        v.add_(1)
+        v.mul_(3)                 # a second write through the regenerated view
+        g = x * 2
+        g.retain_grad()
+        y = g * 3
+        del g                     # the retained tensor is gone before the backward runs
+        ((h * h).sum() + y.sum()).backward()
+        outcome.append((h.tolist(), x.grad.tolist()))
+    assert outcome[0] == outcome[1]
