@@ -470,7 +470,8 @@ def _broadcasting_function(lib):
     return Scale
 
 
-@pytest.mark.parametrize('sx,sw', [((2, 1, 3), (5, 2, 4, 3)), ((3,), (2, 3)), ((1, 1), (2, 3)), ((2, 3), (2, 3))], ids=str)
+@pytest.mark.parametrize('sx,sw', [((2, 1, 3), (5, 2, 4, 3)), ((3,), (2, 3)), ((1, 1), (2, 3)), ((2, 3), (2, 3)),
+                                   ((3, 2), (2, 3, 2)), ((3, 1), (1, 3, 4))], ids=str)
 def test_custom_function_gradients_are_summed_to_their_input_shape(sx, sw):
     fn = lambda x, w: _broadcasting_function(fs if isinstance(x, Tensor) else torch).apply(x, w) ** 2
     x, w = _rng_values(sx, 1), _rng_values(sw, 2)

@@ -429,3 +429,17 @@ def test_a_stale_view_written_twice_and_a_retained_tensor_deleted_before_backwar
         ((h * h).sum() + y.sum()).backward()
         outcome.append((h.tolist(), x.grad.tolist()))
     assert outcome[0] == outcome[1]
+
+
+def test_empty_einsum_with_capitals_and_plain_write_errors():
+    for lib in (torch, fs):
+        e = lib.empty(2, 3)
+        assert tuple(e.shape) == (2, 3) and not e.requires_grad and dtype_name(e) == 'float32'
+        assert lib.empty((2,), dtype=lib.float64, requires_grad=True).requires_grad
+    a = np.arange(6.0).reshape(2, 3)
+    for eq in ('Xi->X', 'iX,Xj->ij', 'XY->YX', 'Xi,ij', 'iX'):
+        ops = [a] if eq.count(',') == 0 else [a, a.T] if eq != 'Xi,ij' else [a, a.T @ a]
+        assert np.allclose(fs.einsum(eq, *[fs.tensor(o) for o in ops]).numpy(),
+                           torch.einsum(eq, *[torch.tensor(o) for o in ops]).numpy())
+    with pytest.raises(RuntimeError) as err: fs.zeros(2, 3).add_(fs.zeros(4))
+    assert '[2, 3]' in str(err.value) and '[4]' in str(err.value)

@@ -67,7 +67,7 @@ def docstring_only(name):
 
 
 def _blank_messages(src):
-    "The AST of `src` with the text of every message blanked: strings in a raise, a warning or an error's arguments."
+    "The AST of `src` with the text of every message blanked: in a raise, a warning, an error or a `_check`."
     tree = ast.parse(textwrap.dedent(src))
     blank = lambda v: isinstance(v, ast.JoinedStr) or isinstance(v, ast.Constant) and (isinstance(v.value, str) or v.value is None)
 
@@ -81,7 +81,7 @@ def _blank_messages(src):
     function = tree.body[0]
     if function.name.endswith('_error'): clear(function)
     for n in ast.walk(tree):
-        if isinstance(n, ast.Raise) or isinstance(n, ast.Call) and name_of(n.func).endswith(('Error', 'Warning', 'warn')):
+        if isinstance(n, ast.Raise) or isinstance(n, ast.Call) and name_of(n.func).endswith(('Error', 'Warning', 'warn', '_check')):
             clear(n)
     return ast.dump(tree)
 
