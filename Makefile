@@ -49,7 +49,7 @@ bench: $(STAMP)
 	$(PY) -m fromscratch.bench $(BENCH_ARGS)
 
 # Mutation testing of the engine, ops and optimizers against the fast tests (setup.cfg says which): prints the
-# kill rate and every surviving mutant. Slow (tens of minutes), so not part of `make test` or CI.
+# kill rate and every surviving mutant. Slow (about 1.5 hours on 2 cores), so not part of `make test` or CI.
 MUTANT_JOBS ?= 2
 mutants: $(STAMP)
 	rm -rf mutants

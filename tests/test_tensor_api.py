@@ -264,7 +264,8 @@ def test_grad_mode_decorators_pass_every_argument_on(mode):
 
         @deco
         def f(a, b, *, scale=1.0):
-            return (a * b * scale).requires_grad, lib.is_grad_enabled()
+            out = a * b * scale
+            return out.requires_grad, lib.is_grad_enabled(), out.tolist()
         x = lib.ones(2, requires_grad=True)
         with lib.no_grad() if mode == 'enable_grad' else lib.enable_grad():
             results.append((f(x, x, scale=2.0), lib.is_grad_enabled()))
@@ -443,3 +444,13 @@ def test_empty_einsum_with_capitals_and_plain_write_errors():
                            torch.einsum(eq, *[torch.tensor(o) for o in ops]).numpy())
     with pytest.raises(RuntimeError) as err: fs.zeros(2, 3).add_(fs.zeros(4))
     assert '[2, 3]' in str(err.value) and '[4]' in str(err.value)
+
+
+def test_tensor_of_a_tensor_copies_it():
+    for lib in (torch, fs):
+        a = lib.tensor([1.0, 2.0])
+        with __import__('warnings').catch_warnings():
+            __import__('warnings').simplefilter('ignore')     # torch suggests clone().detach()
+            b = lib.tensor(a)
+        b[0] = 5.0
+        assert a.tolist() == [1.0, 2.0] and b.tolist() == [5.0, 2.0] and dtype_name(b) == 'float32'

@@ -116,16 +116,20 @@ def main():
         print(f'\n{name} ({status[name]}; {why[name] if why[name] in ("docstring only", "message wording only") else "equivalent, see tests/mutants.md" if why[name] else "NOT EXPLAINED"})')
         for line in change(name): print(f'    {line.strip()[:150]}')
     killed = sum(s == 'killed' for s in status.values())
+    unchecked = [n for n, s in status.items() if s == 'not checked']   # a partial run (`mutmut run NAMES`)
+    unchecked_text = sum(docstring_only(n) or message_only(n) for n in unchecked)
     count = lambda reason: sum(why[n] == reason for n in survivors)
     unexplained = sum(why[n] is None for n in survivors)
-    print(f'\nmutants: {len(status)}, killed: {killed}, kill rate: {killed / len(status):.1%}')
+    checked = len(status) - len(unchecked)
+    print(f'\nmutants: {len(status)}, run: {checked}, killed: {killed}, kill rate: {killed / checked:.1%}')
+    if unchecked: print(f'not run: {len(unchecked)} ({unchecked_text} of them change only a docstring or a message)')
     print(f'surviving: {len(survivors)} ({", ".join(f"{k} {sum(status[n] == k for n in survivors)}" for k in NOT_KILLED if any(status[n] == k for n in survivors))})')
     print(f'  docstring only: {count("docstring only")}, message wording only: {count("message wording only")}, '
           f'equivalent (tests/mutants.md): {len(survivors) - unexplained - count("docstring only") - count("message wording only")}, '
           f'NOT EXPLAINED: {unexplained}')
     equivalent = len(survivors) - unexplained - count('message wording only')
-    print(f'kill rate among mutants that can change a result: {killed / (len(status) - equivalent):.1%}')
-    sys.exit(1 if unexplained else 0)
+    print(f'kill rate among the mutants run that can change a result: {killed / (checked - equivalent):.1%}')
+    sys.exit(1 if unexplained or len(unchecked) > unchecked_text else 0)
 
 
 if __name__ == '__main__':
