@@ -454,3 +454,45 @@ def test_tensor_of_a_tensor_copies_it():
             b = lib.tensor(a)
         b[0] = 5.0
         assert a.tolist() == [1.0, 2.0] and b.tolist() == [5.0, 2.0] and dtype_name(b) == 'float32'
+
+
+def test_engine_paths_the_mutation_run_found_unchecked():
+    outcome = []
+    for lib in (torch, fs):
+        class Two(lib.autograd.Function):                   # two outputs, one of them unused downstream
+            @staticmethod
+            def forward(ctx, x): return x * 2, x * 3
+            @staticmethod
+            def backward(ctx, ga, gb): return ga * 2 + gb * 3
+        x = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        a, b = Two.apply(x)
+        a.sum().backward()
+        r = [x.grad.tolist()]
+        x.grad = None
+        y = x * x                                            # the same root twice, and a root below another
+        lib.autograd.backward([y, y], [lib.ones(2, dtype=lib.float64), lib.full((2,), 2.0, dtype=lib.float64)])
+        r.append(x.grad.tolist())
+        x.grad = None
+        y1 = x * 3
+        y2 = y1 * y1
+        lib.autograd.backward([y1, y2], [lib.ones(2, dtype=lib.float64), lib.ones(2, dtype=lib.float64)])
+        r.append(x.grad.tolist())
+        x.grad = None
+        lib.autograd.backward((x * x).sum())                 # no create_graph by default
+        r.append(x.grad.requires_grad)
+        x.grad = None
+        lib.autograd.backward(x * x, lib.ones(2, dtype=lib.float64))   # one tensor, one gradient, not in tuples
+        r.append(x.grad.tolist())
+        x.grad = None
+        (x ** 3).sum().backward(create_graph=True)           # .grad accumulated twice with history...
+        (x ** 2).sum().backward(create_graph=True)
+        g, = lib.autograd.grad(x.grad.sum(), x)              # ...is differentiable through both
+        r.append(g.tolist())
+        outcome.append(r)
+    assert outcome[0] == outcome[1]
+
+
+def test_second_derivatives_through_mixed_dtypes():
+    "A float32 tensor times a float64 0-d tensor: gradients converted to each input's dtype keep their history."
+    from engines import check_second
+    check_second(lambda x, s: x * s * s + (x * s).exp(), np.array([0.5, -1.0, 2.0], np.float32), np.array(0.7), dtype=None)
