@@ -9,6 +9,16 @@ import torch
 import fromscratch as fs
 from engines import dtype_name
 
+_engine = __import__('importlib').import_module('fromscratch.tensor')
+
+
+@pytest.fixture(autouse=True)
+def _keep_the_random_stream():
+    "Tests here that seed the generator hand it back as they found it, so later tests draw what they always drew."
+    saved = _engine._rng
+    yield
+    _engine._rng = saved
+
 
 def same_kind(ours, theirs):
     "Same shape, dtype, requires_grad and leaf status as the torch tensor."
@@ -496,3 +506,16 @@ def test_second_derivatives_through_mixed_dtypes():
     "A float32 tensor times a float64 0-d tensor: gradients converted to each input's dtype keep their history."
     from engines import check_second
     check_second(lambda x, s: x * s * s + (x * s).exp(), np.array([0.5, -1.0, 2.0], np.float32), np.array(0.7), dtype=None)
+
+
+def test_a_gradient_of_another_dtype_is_converted_and_keeps_its_history():
+    outcome = []
+    for lib in (torch, fs):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        s = lib.tensor([3.0, 4.0], dtype=lib.float64, requires_grad=True)
+        g, = lib.autograd.grad(x * x, x, s * s, create_graph=True)     # a float64 gradient for a float32 output
+        h, = lib.autograd.grad(g.sum(), s)
+        x2 = lib.tensor([1.0, 2.0], requires_grad=True)
+        (x2 * x2).backward(lib.tensor([1.0, 1.0], dtype=lib.float64))
+        outcome.append((dtype_name(g), g.tolist(), h.tolist(), dtype_name(x2.grad), x2.grad.tolist()))
+    assert outcome[0] == outcome[1]
