@@ -8,8 +8,8 @@ __all__ = ['concat', 'concatenate', 'Reshape', 'Permute', 'Clone', 'Sum', 'Mean'
            'MaxDim', 'MinDim', 'max', 'min', 'argmax', 'argmin', 'Exp', 'Log', 'Sqrt', 'Abs', 'Relu', 'Sigmoid', 'Tanh',
            'Clamp', 'exp', 'log', 'sqrt', 'abs', 'relu', 'sigmoid', 'tanh', 'clamp', 'clamp_min', 'pow', 'Pow',
            'ToDtype', 'Index', 'IndexAdd', 'Softmax', 'LogSoftmax', 'softmax', 'log_softmax', 'Copy', 'Fill',
-           'IndexPut', 'var', 'std', 'Norm', 'norm', 'Cat', 'Stack', 'cat', 'stack', 'Einsum', 'einsum', 'LogSumExp',
-           'logsumexp', 'sign']
+           'IndexPut', 'Var', 'Std', 'var', 'std', 'Norm', 'norm', 'Cat', 'Stack', 'cat', 'stack', 'Einsum', 'einsum',
+           'LogSumExp', 'logsumexp', 'Sign', 'sign']
 
 # %% ../nbs/07_ops.ipynb
 import builtins
@@ -311,12 +311,7 @@ class Sub(Function):
     "a - b, broadcasting."
     @staticmethod
     def forward(ctx, a, b):
-        if _is_bool(a) and _is_bool(b):
-            raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` "
-                               "or `logical_xor()` operator instead.")
-        if _is_bool(a) or _is_bool(b):
-            raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
-                               "to invert a mask, use the `~` or `logical_not()` operator instead.")
+        _check_bool_sub(a, b)
         x, y = _operands(a, b)
         ctx.shapes = _shape_of(a), _shape_of(b)
         try: return Tensor(np.subtract(x, y))
@@ -326,6 +321,15 @@ class Sub(Function):
         sa, sb = ctx.shapes
         return (_unbroadcast(grad_output, sa) if ctx.needs_input_grad[0] else None,
                 _unbroadcast(-grad_output, sb) if ctx.needs_input_grad[1] else None)
+
+def _check_bool_sub(a, b):
+    "PyTorch has no subtraction of bools (in place or not): raise its error."
+    if _is_bool(a) and _is_bool(b):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` "
+                           "or `logical_xor()` operator instead.")
+    if _is_bool(a) or _is_bool(b):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
+                           "to invert a mask, use the `~` or `logical_not()` operator instead.")
 
 # %% ../nbs/07_ops.ipynb
 def _is_bool(v): return v.array.dtype.kind == 'b' if isinstance(v, Tensor) else isinstance(v, builtins.bool)
@@ -385,7 +389,7 @@ class Div(Function):
     def backward(ctx, grad_output):
         (a, b), (sa, sb) = ctx.saved_tensors, ctx.shapes
         return (_unbroadcast(grad_output / b, sa) if ctx.needs_input_grad[0] else None,
-                _unbroadcast(-grad_output * a / (b * b), sb) if ctx.needs_input_grad[1] else None)
+                _unbroadcast(-grad_output * (a / b / b), sb) if ctx.needs_input_grad[1] else None)
 
 # %% ../nbs/07_ops.ipynb
 def _mul(self, other): return Mul.apply(self, other)
@@ -436,6 +440,9 @@ def where(condition, input=None, other=None):
     "`input` where `condition` holds, `other` elsewhere; with only `condition`, the indices where it holds."
     if input is None and other is None:
         return tuple(Tensor(i) for i in np.nonzero(condition.array))
+    if input is None or other is None:
+        raise TypeError("where() received an invalid combination of arguments: give `condition` alone, or "
+                        "`condition, input, other`")
     return Where.apply(condition, input, other)
 
 Tensor.where = lambda self, condition, other: Where.apply(condition, self, other)
@@ -448,15 +455,16 @@ class Maximum(Function):
     def forward(ctx, a, b):
         x, y, largest = *_operands(a, b), ctx.function.largest
         ctx.shapes = _shape_of(a), _shape_of(b)
-        try: win, tie = (x > y) if largest else (x < y), x == y
+        try: a_loses, b_loses, tie = (x < y, x > y, x == y) if largest else (x > y, x < y, x == y)
         except ValueError: raise _broadcast_error(np.shape(x), np.shape(y)) from None
-        ctx.save_for_backward(Tensor(np.asarray(win + 0.5 * tie)))
+        # each side's share of the gradient: 1 where it won, 1/2 at a tie, 0 where it lost (a nan loses nowhere)
+        ctx.save_for_backward(Tensor(np.asarray(1 - a_loses - 0.5 * tie)), Tensor(np.asarray(1 - b_loses - 0.5 * tie)))
         return Tensor(np.asarray((np.maximum if largest else np.minimum)(x, y)))
     @staticmethod
     def backward(ctx, grad_output):
-        (share,), (sa, sb) = ctx.saved_tensors, ctx.shapes
-        return (_unbroadcast(grad_output * share, sa) if ctx.needs_input_grad[0] else None,
-                _unbroadcast(grad_output * (1 - share), sb) if ctx.needs_input_grad[1] else None)
+        (share_a, share_b), (sa, sb) = ctx.saved_tensors, ctx.shapes
+        return (_unbroadcast(grad_output * share_a, sa) if ctx.needs_input_grad[0] else None,
+                _unbroadcast(grad_output * share_b, sb) if ctx.needs_input_grad[1] else None)
 
 class Minimum(Maximum):
     "The elementwise minimum of `a` and `b`; ties split the gradient in halves, like PyTorch."
@@ -550,7 +558,7 @@ class Max(Function):
                                "input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
         out = np.asarray(x.max() if largest else x.min())
         if ctx.needs_input_grad[0]:
-            mask = x == out
+            mask = np.isnan(x) if np.isnan(out) else x == out   # a nan maximum: shared among the nans
             ctx.save_for_backward(Tensor(mask / mask.sum(dtype=x.dtype)))
         return Tensor(out)
     @staticmethod
@@ -573,6 +581,7 @@ class MaxDim(Function):
             indices = Tensor(np.zeros((), int64))
             ctx.mark_non_differentiable(indices)
             return Tensor(x.copy()), indices
+        if x.shape[d] == 0: _empty_dim('max' if largest else 'min', d)
         idx = np.expand_dims((np.argmax if largest else np.argmin)(x, axis=d), d)
         values = np.take_along_axis(x, idx, axis=d)
         ctx.dim, ctx.keepdim, ctx.shape = d, keepdim, x.shape
@@ -589,6 +598,9 @@ class MaxDim(Function):
         np.put_along_axis(onehot, idx.array, True, axis=ctx.dim)
         g = grad_output if ctx.keepdim else grad_output.unsqueeze(ctx.dim)
         return Tensor(onehot) * g, None, None
+
+def _empty_dim(name, d):
+    raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
 
 class MinDim(MaxDim):
     "The smallest elements along `dim` and their indices; the gradient goes to those indices."
@@ -624,9 +636,11 @@ def argmin(input, dim=None, keepdim=False):
 def _arg(f, input, dim, keepdim):
     x = input.array
     if dim is None:
+        if x.size == 0: raise IndexError(f"{f.__name__}(): Expected reduction dim to be specified for input.numel() == 0.")
         i = np.asarray(f(x))
         return Tensor(i.reshape((1,) * x.ndim) if keepdim else i)
     d = _dim(dim, x.ndim)
+    if d is not None and x.shape[d] == 0: _empty_dim(f.__name__, d)
     return Tensor(np.asarray(f(x, axis=d, keepdims=keepdim)) if d is not None else np.zeros((), int64))
 
 Tensor.argmax, Tensor.argmin = argmax, argmin
@@ -682,6 +696,10 @@ class Sqrt(Function):
     def backward(ctx, grad_output): return grad_output / (2 * _saved_output(ctx))
 
 # %% ../nbs/07_ops.ipynb
+def _sgn(x):
+    "The sign of each element of array `x` as PyTorch computes it: -1, 0 or 1, and 0 for nan."
+    return np.where(np.isnan(x), 0, np.sign(x)).astype(x.dtype, copy=False)
+
 class Abs(Function):
     "The absolute value, elementwise (gradient 0 at 0)."
     @staticmethod
@@ -691,14 +709,14 @@ class Abs(Function):
     @staticmethod
     def backward(ctx, grad_output):
         a, = ctx.saved_tensors
-        return grad_output * Tensor(np.sign(a.array))
+        return grad_output * Tensor(_sgn(a.array))
 
 class Relu(Function):
     "max(a, 0), elementwise, with relu'(0) = 0."
     @staticmethod
     def forward(ctx, a):
         out = np.maximum(a.array, 0)
-        if ctx.needs_input_grad[0]: ctx.save_for_backward(Tensor(out > 0))
+        if ctx.needs_input_grad[0]: ctx.save_for_backward(Tensor(~(out <= 0)))   # a nan passes its gradient on
         return Tensor(out)
     @staticmethod
     def backward(ctx, grad_output):
@@ -764,11 +782,12 @@ class Pow(Function):
     "a ** b, broadcasting; either side may be a Python number."
     @staticmethod
     def forward(ctx, a, b):
+        if _is_bool(a) and _is_bool(b): return _bool_pow(a, b)
         x, y = _operands(a, b)
         ctx.shapes = _shape_of(a), _shape_of(b)
         ctx.save_for_backward(a, b)
         try:
-            with np.errstate(divide='ignore', invalid='ignore'): return Tensor(np.asarray(np.power(x, y)))
+            with np.errstate(divide='ignore', invalid='ignore'): return Tensor(np.asarray(_power(x, y)))
         except ValueError: raise _broadcast_error(np.shape(x), np.shape(y)) from None
     @staticmethod
     def backward(ctx, grad_output):
@@ -785,6 +804,19 @@ class Pow(Function):
 
 Tensor.__pow__ = Tensor.pow = lambda self, exponent: Pow.apply(self, exponent)
 Tensor.__rpow__ = lambda self, other: Pow.apply(other, self)
+
+# %% ../nbs/07_ops.ipynb
+def _power(x, y):
+    "`x ** y` on arrays; a float `x` to the Python power 1/2 or -1/2 is a square root, as in PyTorch."
+    if isinstance(x, np.ndarray) and x.dtype.kind == 'f' and isinstance(y, float) and y in (0.5, -0.5):
+        return np.sqrt(x) if y == 0.5 else 1 / np.sqrt(x)   # sqrt(-inf) is nan and 1/sqrt(-0.0) is -inf
+    return np.power(x, y)
+
+def _bool_pow(a, b):
+    "bool ** bool: PyTorch has no such kernel, except a bool tensor to a Python bool power (x ** 0 = 1, x ** 1 = x)."
+    if isinstance(a, Tensor) and not isinstance(b, Tensor):
+        return Tensor(a.array.copy() if b else np.ones_like(a.array))
+    raise NotImplementedError("\"pow\" not implemented for 'Bool'")
 
 # %% ../nbs/07_ops.ipynb
 class ToDtype(Function):
@@ -859,7 +891,7 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, a, dim):
         x, ctx.dim = _float(a.array), _dim(dim, a.array.ndim)
-        e = np.exp(x - x.max(axis=ctx.dim, keepdims=True))
+        e = np.exp(x - x.max(axis=ctx.dim, keepdims=True, initial=-np.inf))
         e /= e.sum(axis=ctx.dim, keepdims=True)
         return _save_output(ctx, Tensor(e))
     @staticmethod
@@ -875,7 +907,7 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, a, dim):
         x, ctx.dim = _float(a.array), _dim(dim, a.array.ndim)
-        shifted = x - x.max(axis=ctx.dim, keepdims=True)
+        shifted = x - x.max(axis=ctx.dim, keepdims=True, initial=-np.inf)
         shifted -= np.log(np.exp(shifted).sum(axis=ctx.dim, keepdims=True))
         return _save_output(ctx, Tensor(shifted))
     @staticmethod
@@ -935,6 +967,7 @@ def _add_(self, other, alpha=1):
 
 def _sub_(self, other, alpha=1):
     "self -= alpha * other, in place."
+    _check_bool_sub(self, other)
     if _recording(self, other): return _record(self, self - (other if alpha == 1 else other * alpha))
     return _write(self, np.subtract, other, alpha)
 
@@ -965,12 +998,14 @@ class Copy(Function):
         return ga, grad_output.sum_to_size(ctx.shapes[1]) if ctx.needs_input_grad[1] else None
 
 class Fill(Function):
-    "A constant in the shape of `a`, with a zero gradient for `a`: what `fill_` writes."
+    "`value` in the shape of `a`: what `fill_` writes; `a` gets a zero gradient, a tensor `value` the sum."
     @staticmethod
     def forward(ctx, a, value):
         return Tensor(np.full(a.array.shape, value.array if isinstance(value, Tensor) else value, dtype=a.array.dtype))
     @staticmethod
-    def backward(ctx, grad_output): return Tensor(np.zeros(grad_output.array.shape, grad_output.array.dtype)), None
+    def backward(ctx, grad_output):
+        zeros = Tensor(np.zeros(grad_output.array.shape, grad_output.array.dtype))
+        return zeros, grad_output.sum() if ctx.needs_input_grad[1] else None
 
 # %% ../nbs/07_ops.ipynb
 def _copy_(self, src):
@@ -1030,18 +1065,60 @@ def _iter(self):
 Tensor.__setitem__, Tensor.__iter__ = _setitem, _iter
 
 # %% ../nbs/07_ops.ipynb
+def _alias(t):
+    "A tensor sharing `t`'s array and version counter, without its history."
+    alias = Tensor(t.array)
+    alias._version_counter = t._version_counter
+    return alias
+
+class Var(Function):
+    "The variance over `dim` (None: all), divided by n - correction; its subclass `Std` takes the square root."
+    root = False
+    @staticmethod
+    def forward(ctx, a, dim, correction, keepdim):
+        x = a.array
+        if x.dtype.kind != 'f': raise RuntimeError("std and var only support floating point and complex dtypes")
+        ctx.dims = tuple(d for d in _dims(dim, x.ndim) if d is not None)
+        ctx.kept, ctx.whole = _kept_shape(x.shape, ctx.dims), dim is None or x.ndim == 0
+        ctx.dof = math.prod(x.shape[d] for d in ctx.dims) - correction
+        d = x - x.mean(axis=ctx.dims, keepdims=True) if x.size else x
+        with np.errstate(divide='ignore', invalid='ignore'):
+            out = np.asarray((d * d).sum(axis=ctx.dims, keepdims=keepdim) / builtins.max(ctx.dof, 0), x.dtype)
+            if ctx.function.root: out = np.sqrt(out)
+        out = Tensor(out)
+        ctx.save_for_backward(a, _alias(out) if ctx.function.root else None)
+        return out
+
+class Std(Var):
+    "The standard deviation over `dim`: the square root of the variance."
+    root = True
+
+# %% ../nbs/07_ops.ipynb
+def _var_backward(ctx, grad_output):
+    x, alias = ctx.saved_tensors
+    g = grad_output.reshape(ctx.kept)
+    if ctx.function.root:   # d std = d var / (2 std), and 0 where std is 0
+        out = _saved_output(ctx, alias).reshape(ctx.kept)
+        g = where(out == 0, 0.0, g / (2 * out))
+    if ctx.dof > 0 or not ctx.whole:   # 2 / dof: infinite for dof = 0, negative for dof < 0
+        return g * (2 / ctx.dof if ctx.dof else math.inf) * (x - x.mean(ctx.dims, keepdim=True)), None, None, None
+    mean = x.array.mean() if x.array.size else 0   # all elements and dof <= 0: inf, times 0 (nan) at the mean
+    return g * Tensor(np.where(x.array == mean, np.nan, np.inf).astype(x.dtype)), None, None, None
+
+Var.backward = staticmethod(_var_backward)
+
+def _correction(dim, unbiased, correction):
+    "`dim` and the correction from the ways PyTorch accepts them: `x.var(False)`, `unbiased=`, `correction=`."
+    if isinstance(dim, builtins.bool): dim, unbiased = None, dim
+    return dim, (1 if unbiased else 0) if correction is None else correction
+
 def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
     "The variance over `dim` (None: all), divided by n - correction (correction 1 unless `unbiased=False`)."
-    if isinstance(dim, builtins.bool): dim, unbiased = None, dim   # the old `x.var(False)` form
-    if correction is None: correction = 1 if unbiased else 0
-    dims = tuple(d for d in _dims(dim, input.ndim) if d is not None)
-    n = math.prod(input.shape[d] for d in dims)
-    d = input - input.mean(dims, keepdim=True)
-    return (d * d).sum(dims, keepdim=keepdim) / builtins.max(n - correction, 0)
+    return Var.apply(input, *_correction(dim, unbiased, correction), keepdim)
 
 def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
     "The standard deviation: the square root of `var`."
-    return var(input, dim, unbiased, keepdim, correction=correction).sqrt()
+    return Std.apply(input, *_correction(dim, unbiased, correction), keepdim)
 
 Tensor.var, Tensor.std = var, std
 
@@ -1055,34 +1132,41 @@ class Norm(Function):
             raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {x.dtype}")
         ctx.p, ctx.dims = p, tuple(d for d in _dims(dim, x.ndim) if d is not None)
         ctx.kept = _kept_shape(x.shape, ctx.dims)
+        if (p < 0 or p == math.inf) and builtins.any(x.shape[d] == 0 for d in ctx.dims): _empty_norm(p, dim, x.shape)
         ax = np.abs(x)
         if p == 2: out = np.sqrt(np.sum(x * x, axis=ctx.dims, keepdims=keepdim))
         elif p == math.inf: out = ax.max(axis=ctx.dims, keepdims=keepdim)
         elif p == -math.inf: out = ax.min(axis=ctx.dims, keepdims=keepdim)
         elif p == 0: out = np.sum(x != 0, axis=ctx.dims, keepdims=keepdim).astype(x.dtype)
-        else: out = np.sum(ax ** p, axis=ctx.dims, keepdims=keepdim) ** (1 / p)
+        else:
+            with np.errstate(divide='ignore'): out = np.sum(ax ** p, axis=ctx.dims, keepdims=keepdim) ** (1 / p)
         ctx.save_for_backward(a, _alias(out := Tensor(np.asarray(out))))
         return out
+
+def _empty_norm(p, dim, shape):
+    "Raise PyTorch's error for a norm without an identity (p = inf or p < 0) over an empty dimension."
+    p = 'inf' if p == math.inf else '-inf' if p == -math.inf else f'{p:g}'
+    if dim is None:
+        raise RuntimeError(f"linalg.vector_norm cannot compute the {p} norm on an empty tensor because the operation "
+                           "does not have an identity")
+    d = next(d for d in ((dim,) if isinstance(dim, int) else dim) if shape[d] == 0)
+    raise RuntimeError(f"linalg.vector_norm cannot compute the {p} norm on the dimension {d} because this dimension is "
+                       "empty and the operation does not have an identity")
 
 # %% ../nbs/07_ops.ipynb
 def _norm_backward(ctx, grad_output):
     x, alias = ctx.saved_tensors
     n, g, p = _saved_output(ctx, alias).reshape(ctx.kept), grad_output.reshape(ctx.kept), ctx.p
-    if p == 0: return x * 0, None, None, None
-    if p == 2: return x * where(n == 0, 0.0, g / n), None, None, None
-    sign = Tensor(np.sign(x.array))
-    if p in (math.inf, -math.inf):
-        ties = Tensor(np.abs(x.array) == n.array)
+    if p == 0: return None, None, None, None   # piecewise constant: no gradient at all, as in PyTorch
+    if p == 2: return g * where(n == 0, 0.0, x / n), None, None, None
+    sign = Tensor(_sgn(x.array))
+    if p in (math.inf, -math.inf):   # shared among the ties, or among the nans if there are any
+        ties = Tensor((np.abs(x.array) == n.array) | np.isnan(x.array))
         return sign * ties * (g / ties.sum(ctx.dims, keepdim=True)), None, None, None
+    if p == 1: return sign * g, None, None, None
     scaled = sign * x.abs() ** (p - 1)
     if p < 1: scaled = where(x == 0, 0.0, scaled)
     return scaled * where(n == 0, 0.0, g / n ** (p - 1)), None, None, None
-
-def _alias(t):
-    "A tensor sharing `t`'s array and version counter, without its history."
-    alias = Tensor(t.array)
-    alias._version_counter = t._version_counter
-    return alias
 
 Norm.backward = staticmethod(_norm_backward)
 
@@ -1239,7 +1323,7 @@ class LogSumExp(Function):
         ctx.kept = _kept_shape(x.shape, ctx.dims)
         m = np.max(x, axis=ctx.dims, keepdims=True) if x.size else np.zeros(ctx.kept, x.dtype)
         m = np.where(np.isfinite(m), m, 0)
-        out = np.log(np.exp(x - m).sum(axis=ctx.dims, keepdims=True)) + m
+        with np.errstate(divide='ignore'): out = np.log(np.exp(x - m).sum(axis=ctx.dims, keepdims=True)) + m   # log 0 = -inf
         out = Tensor(out if keepdim else out.reshape([s for i, s in enumerate(x.shape) if i not in ctx.dims]))
         ctx.save_for_backward(a, _alias(out))
         return out
@@ -1253,8 +1337,15 @@ def logsumexp(input, dim, keepdim=False):
     "log(exp(x).sum(dim)), numerically stable."
     return LogSumExp.apply(input, dim, keepdim)
 
+class Sign(Function):
+    "-1, 0 or 1 for each element (0 for nan); its gradient is 0."
+    @staticmethod
+    def forward(ctx, a): return Tensor(_sgn(a.array))
+    @staticmethod
+    def backward(ctx, grad_output): return Tensor(np.zeros_like(grad_output.array))
+
 def sign(input):
-    "-1, 0 or 1 for each element (gradient 0)."
-    return input * 0 + Tensor(np.sign(input.array)) if input.requires_grad else Tensor(np.sign(input.array))
+    "-1, 0 or 1 for each element."
+    return Sign.apply(input)
 
 Tensor.logsumexp, Tensor.sign = logsumexp, sign
