@@ -36,7 +36,7 @@ THREAD_VARS = ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS')
 OPENBLAS_OVERRIDES = ('OPENBLAS_CORETYPE', 'OPENBLAS_L2_SIZE')
 
 def worker_env(threads=1):
-    "The environment of a worker process: `threads` threads for every library (0: their defaults)."
+    "The environment of a worker process: `threads` threads for every library (0: whatever the environment says)."
     env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_OVERRIDES + (THREAD_VARS if threads else ())}
     if threads: env.update({k: str(threads) for k in THREAD_VARS})
     return env
@@ -413,7 +413,7 @@ def _header_lines(results):
     "The first lines of the report: versions, machine, threads, BLAS kernel and load."
     s = results['system']
     threads = (f"{s['threads']} thread per worker ({', '.join(THREAD_VARS)}={s['threads']}, torch.set_num_threads({s['threads']}))"
-               if s['threads'] else "the libraries' default threads")
+               if s['threads'] else "threads as the environment sets them")
     blas = s['blas'] + (f", kernel {s['openblas_kernel']}" if 'openblas_kernel' in s else '')
     load = results.get('load', {})
     busy = [f"load average {load['before']:.1f} before, {load['after']:.1f} after on {s['cores']} cores"
@@ -516,7 +516,7 @@ def make_parser():
     p.add_argument('--json', default='bench-results.json', metavar='FILE', help='where to write the results (default: %(default)s)')
     p.add_argument('--rounds', type=number_type(int, 0), metavar='N', help='interleaved rounds per training-step contender (default: 15, quick: 3)')
     p.add_argument('--threads', type=number_type(int, 0, inclusive=True), default=1, metavar='N',
-                   help="threads per worker; 0 keeps the libraries' defaults (default: 1)")
+                   help="threads per worker; 0 leaves the thread variables as the environment sets them (default: 1)")
     p.add_argument('--skip-notebooks', action='store_true', help='do not time the notebook suite (it takes minutes)')
     p.add_argument('--worker', choices=sorted(WORKER_JOBS), help=argparse.SUPPRESS)
     p.add_argument('--spec', type=json_object, default={}, help=argparse.SUPPRESS)

@@ -196,3 +196,81 @@ def test_frozen_parameter_does_not_move():
         ((fs.tensor(X) @ w + b - fs.tensor(Y)) ** 2).mean().backward()
         opt.step()
     assert np.array_equal(w.numpy(), w0) and not np.array_equal(b.detach().numpy(), b0)
+
+
+# ---------------------------------------------------------------- what a mutation run found unchecked
+
+@pytest.mark.parametrize('pair,kwargs', [((optim.SGD, torch.optim.SGD), dict(lr=0.1, weight_decay=1.0)),
+                                         ((optim.SGD, torch.optim.SGD), dict(lr=0.1, momentum=0.5, weight_decay=1.0)),
+                                         ((optim.Adam, torch.optim.Adam), dict(lr=0.05, weight_decay=1.0)),
+                                         ((optim.AdamW, torch.optim.AdamW), dict(lr=0.05, weight_decay=1.0)),
+                                         ((optim.Adam, torch.optim.Adam), dict(lr=0.05, betas=(0.5, 0.9))),
+                                         ((optim.Adam, torch.optim.Adam), dict(lr=0.05, betas=(0.1, 0.9))),
+                                         ((optim.Adam, torch.optim.Adam), dict(lr=0.05, betas=(0.0, 0.0), eps=0.0)),
+                                         ((optim.Adam, torch.optim.Adam), dict(lr=0.0))], ids=str)
+def test_boundary_settings_match_torch(pair, kwargs):
+    "Weight decay of exactly 1, beta1 at the switch of torch's two lerp formulas (0.5) and on both sides of it."
+    ours, theirs = run(*pair, kwargs, steps=20)
+    for a, b in zip(ours, theirs): check_close(a, b, rtol=1e-11, atol=1e-12)
+
+
+@pytest.mark.parametrize('pair', [(optim.SGD, torch.optim.SGD), (optim.Adam, torch.optim.Adam), (optim.AdamW, torch.optim.AdamW)])
+def test_defaults_like_torch(pair):
+    ours, theirs = pair[0]([fs.ones(1, requires_grad=True)]), pair[1]([torch.ones(1, requires_grad=True)])
+    for key, value in ours.defaults.items(): assert theirs.defaults[key] == value, key
+
+
+@pytest.mark.parametrize('make', [lambda o, p, v: o.SGD(p, lr=v), lambda o, p, v: o.Adam(p, lr=v), lambda o, p, v: o.Adam(p, eps=v),
+                                  lambda o, p, v: o.Adam(p, betas=(v, 0.9)), lambda o, p, v: o.Adam(p, betas=(0.9, v)),
+                                  lambda o, p, v: o.SGD(p, lr=0.1, momentum=v), lambda o, p, v: o.SGD(p, lr=0.1, weight_decay=v),
+                                  lambda o, p, v: o.Adam(p, weight_decay=v)])
+@pytest.mark.parametrize('value', [-1e-9, 0.0, 0.5, 1.0, 1.5])
+def test_setting_bounds_like_torch(make, value):
+    "Each setting at, just below and above the ends of its allowed range: accepted or refused as torch does."
+    try: make(torch.optim, [torch.ones(1, requires_grad=True)], value)
+    except ValueError as e:
+        with pytest.raises(ValueError, match=str(e).split(':')[0]): make(optim, [fs.ones(1, requires_grad=True)], value)
+    else: make(optim, [fs.ones(1, requires_grad=True)], value)
+
+
+def test_amsgrad_state_has_torch_names():
+    a, ta = fs.tensor([1.0], requires_grad=True), torch.tensor([1.0], requires_grad=True)
+    ours, theirs = optim.Adam([a], amsgrad=True), torch.optim.Adam([ta], amsgrad=True)
+    a.grad, ta.grad = fs.tensor([0.5]), torch.tensor([0.5])
+    ours.step(); theirs.step()
+    assert set(ours.state[a]) == set(theirs.state[ta])
+
+
+def test_step_returns_none_and_counts_versions():
+    a, ta = fs.tensor([1.0], requires_grad=True), torch.tensor([1.0], requires_grad=True)
+    ours, theirs = optim.SGD([a], lr=0.1), torch.optim.SGD([ta], lr=0.1)
+    for _ in range(3):
+        a.grad, ta.grad = fs.tensor([0.5]), torch.tensor([0.5])
+        assert ours.step() is None and theirs.step() is None
+    assert a._version == ta._version == 3
+
+
+def test_zero_grad_after_a_parameter_without_grad_and_of_a_graph_gradient():
+    a, b, c = (fs.tensor([1.0, 2.0], requires_grad=True) for _ in range(3))
+    opt = optim.SGD([a, b, c], lr=0.1)
+    (b * b).sum().backward(create_graph=True)       # b.grad has a history
+    c.grad = fs.tensor([1.0, 1.0])
+    opt.zero_grad(set_to_none=False)
+    assert a.grad is None and b.grad.tolist() == [0.0, 0.0] and b.grad.grad_fn is None and c.grad.tolist() == [0.0, 0.0]
+
+
+def test_optimizer_rejects_what_torch_rejects_in_torch_words():
+    for bad, exc, words in (([fs.ones(1, requires_grad=True), 'w'], TypeError, 'optimizer can only optimize Tensors'),
+                            ([fs.ones(1, requires_grad=True) * 2], ValueError, "can't optimize a non-leaf Tensor")):
+        with pytest.raises(exc, match=words): optim.SGD(bad, lr=0.1)
+        tbad = [torch.ones(1, requires_grad=True), 'w'] if exc is TypeError else [torch.ones(1, requires_grad=True) * 2]
+        with pytest.raises(exc, match=words): torch.optim.SGD(tbad, lr=0.1)
+
+
+def test_repr_lists_each_group_and_its_settings():
+    a, b = fs.ones(1, requires_grad=True), fs.ones(1, requires_grad=True)
+    lines = repr(optim.SGD([{'params': [a]}, {'params': [b], 'lr': 0.5}], lr=0.1)).splitlines()
+    assert lines[0] == 'SGD (' and lines[-1] == ')'
+    assert [l for l in lines if l.startswith('Parameter Group')] == ['Parameter Group 0', 'Parameter Group 1']
+    group1 = lines[lines.index('Parameter Group 1') + 1:-1]
+    assert group1 == sorted(group1) and '    lr: 0.5' in group1 and not any('params' in l for l in group1)

@@ -43,11 +43,16 @@ class LinearFunction(Function):
     def backward(ctx, grad_output):
         input, weight = ctx.saved_tensors
         needs, n_out = ctx.needs_input_grad, grad_output.shape[-1]
-        g = grad_output if grad_output.ndim == 2 else grad_output.reshape(-1, n_out)
+        g = grad_output if grad_output.ndim == 2 else grad_output.reshape(_rows(grad_output), n_out)
         grad_input = grad_output @ weight if needs[0] else None
-        grad_weight = g.T @ input.reshape(-1, input.shape[-1]) if needs[1] else None
+        grad_weight = g.T @ input.reshape(_rows(input), input.shape[-1]) if needs[1] else None
         grad_bias = g.sum(0) if len(needs) > 2 and needs[2] else None
         return grad_input, grad_weight, grad_bias
+
+# %% ../../nbs/09_functional.ipynb
+def _rows(t):
+    "The number of rows of `t` seen as a matrix (all dimensions but the last), also when there are no columns."
+    return int(np.prod(t.shape[:-1]))
 
 # %% ../../nbs/09_functional.ipynb
 def _check_linear(input, weight):
@@ -134,7 +139,7 @@ class NLLLossFunction(Function):
     def forward(ctx, input, t, ignore_index, reduction):
         valid = t != ignore_index
         scale = _class_scale(valid, reduction)
-        losses = -input.array[np.arange(len(t)), np.where(valid, t, 0)] * scale
+        losses = np.where(valid, -input.array[np.arange(len(t)), np.where(valid, t, 0)] * scale, 0)   # ignored: 0, even if inf
         ctx.t, ctx.valid, ctx.scale, ctx.reduction, ctx.n_classes = t, valid, scale, reduction, input.shape[1]
         return _class_output(losses, valid, reduction, input.dtype)
 
@@ -158,10 +163,11 @@ class CrossEntropyFunction(Function):
     def forward(ctx, input, t, ignore_index, reduction):
         valid, rows = t != ignore_index, np.arange(len(t))
         scale = _class_scale(valid, reduction)
-        z = input.array - input.array.max(axis=1, keepdims=True)
-        e = np.exp(z)
-        s = e.sum(axis=1, keepdims=True)
-        losses = (np.log(s[:, 0]) - z[rows, np.where(valid, t, 0)]) * scale
+        with np.errstate(invalid='ignore', divide='ignore'):   # a row of -inf gives nan, as in PyTorch
+            z = input.array - input.array.max(axis=1, keepdims=True)
+            e = np.exp(z)
+            s = e.sum(axis=1, keepdims=True)
+            losses = np.where(valid, (np.log(s[:, 0]) - z[rows, np.where(valid, t, 0)]) * scale, 0)
         ctx.save_for_backward(input, Tensor(e / s))
         ctx.t, ctx.valid, ctx.scale, ctx.reduction = t, valid, scale, reduction
         return _class_output(losses, valid, reduction, input.dtype)
