@@ -12,7 +12,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ..core import Tensor, float32, float64
+from ..core import Tensor, clear_grads, float32, float64
 from ..hooks import HookDict
 from . import functional, init
 
@@ -261,13 +261,7 @@ Module.train, Module.eval = _train, _eval
 # %% ../../nbs/09_nn.ipynb
 def _zero_grad(self, set_to_none=True):
     "Clear every parameter's `.grad`: set it to None (the default) or fill it with zeros."
-    for p in self.parameters():
-        if p.grad is None: continue
-        if set_to_none: p.grad = None
-        else:
-            if p.grad.grad_fn is not None: p.grad.detach_()
-            else: p.grad.requires_grad_(False)
-            p.grad.zero_()
+    clear_grads(self.parameters(), set_to_none)
 
 def _module_requires_grad_(self, requires_grad=True):
     "Set `requires_grad` on every parameter (False freezes the module); return self."
