@@ -423,7 +423,8 @@ def validate(node, grads, arrays):
     out = []
     for i, (g, (shape, dtype), (child, _)) in enumerate(zip(grads, [m or (None, None) for m in node.input_meta], node.edges)):
         if g is None or child is None: out.append(None); continue     # no gradient, or none wanted
-        g = (g.array if isinstance(g, Tensor) else np.asarray(g)) if arrays else g if isinstance(g, Tensor) else Tensor(np.asarray(g))
+        if arrays: g = g if type(g) is np.ndarray else g.array if isinstance(g, Tensor) else np.asarray(g)
+        elif not isinstance(g, Tensor): g = Tensor(np.asarray(g))
         if g.shape != shape:
             if not expandable(shape, g.shape):
                 raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index {i} - got "

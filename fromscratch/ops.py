@@ -5,8 +5,8 @@
 # %% auto 0
 __all__ = ['Exp', 'Log', 'Sqrt', 'Tanh', 'Sigmoid', 'Abs', 'Relu', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'bitwise_and',
            'bitwise_or', 'bitwise_xor', 'max_result', 'min_result', 'concat', 'concatenate', 'OVERLAP', 'METHODS',
-           'as_float', 'alias', 'with_history', 'Pointwise', 'pointwise', 'sigmoid_array', 'Neg', 'sgn', 'Sign',
-           'Clamp', 'exp', 'log', 'sqrt', 'abs', 'relu', 'sigmoid', 'tanh', 'sign', 'neg', 'clamp', 'clamp_min',
+           'as_float', 'alias', 'with_history', 'Pointwise', 'pointwise', 'sigmoid_array', 'quietly', 'Neg', 'sgn',
+           'Sign', 'Clamp', 'exp', 'log', 'sqrt', 'abs', 'relu', 'sigmoid', 'tanh', 'sign', 'neg', 'clamp', 'clamp_min',
            'comparison', 'logical_not', 'Where', 'where', 'is_bool', 'check_bool_sub', 'Sub', 'Mul', 'true_divide',
            'Div', 'power', 'bool_pow', 'pow_base_grad', 'pow_exponent_grad', 'Pow', 'tie_shares', 'Maximum', 'Minimum',
            'pow', 'maximum', 'minimum', 'add', 'sub', 'mul', 'div', 'dim_error', 'dim_index', 'dim_indices',
@@ -63,8 +63,7 @@ class Pointwise(Function):
     @staticmethod
     def forward(ctx, a):
         f = ctx.function
-        with np.errstate(divide='ignore', invalid='ignore', over='ignore'):
-            out = Tensor(np.asarray(f.compute(a.array if f.keeps_ints else as_float(a.array))))
+        out = Tensor(np.asarray(f.compute(a.array if f.keeps_ints else as_float(a.array))))
         if ctx.needs_input_grad[0]: ctx.save_for_backward(alias(out) if f.uses_output else a)
         return out
     @staticmethod
@@ -84,10 +83,16 @@ def sigmoid_array(x):
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1, e) / (1 + e)
 
+def quietly(f):
+    "`f` on arrays, without numpy's warnings: like torch, `exp(1000)` is inf and `log(0)` is -inf, silently."
+    def compute(x):
+        with np.errstate(divide='ignore', invalid='ignore', over='ignore'): return f(x)
+    return compute
+
 # %% ../nbs/07_ops.ipynb
-Exp     = pointwise('Exp',     np.exp,        lambda x, out: out,               "e ** x", uses_output=True)
-Log     = pointwise('Log',     np.log,        lambda x, out: 1 / x,             "The natural logarithm.")
-Sqrt    = pointwise('Sqrt',    np.sqrt,       lambda x, out: 0.5 / out,         "The square root.", uses_output=True)
+Exp     = pointwise('Exp',     quietly(np.exp), lambda x, out: out,               "e ** x", uses_output=True)
+Log     = pointwise('Log',     quietly(np.log), lambda x, out: 1 / x,             "The natural logarithm.")
+Sqrt    = pointwise('Sqrt',    quietly(np.sqrt), lambda x, out: 0.5 / out,         "The square root.", uses_output=True)
 Tanh    = pointwise('Tanh',    np.tanh,       lambda x, out: 1 - out * out,     "The hyperbolic tangent.", uses_output=True)
 Sigmoid = pointwise('Sigmoid', sigmoid_array, lambda x, out: out * (1 - out),   "1 / (1 + e ** -x).", uses_output=True)
 Abs     = pointwise('Abs',     np.abs,        lambda x, out: (x > 0) * 1.0 - (x < 0) * 1.0, "|x| (gradient 0 at 0).", keeps_ints=True)

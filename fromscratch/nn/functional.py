@@ -7,6 +7,7 @@ __all__ = ['relu', 'sigmoid', 'tanh', 'LinearFunction', 'linear', 'softmax', 'lo
            'nll_loss', 'CrossEntropyFunction', 'cross_entropy']
 
 # %% ../../nbs/09_functional.ipynb
+import math
 import warnings
 
 import numpy as np
@@ -52,7 +53,7 @@ class LinearFunction(Function):
 # %% ../../nbs/09_functional.ipynb
 def _rows(t):
     "The number of rows of `t` seen as a matrix (all dimensions but the last), also when there are no columns."
-    return int(np.prod(t.shape[:-1]))
+    return math.prod(t.shape[:-1])
 
 # %% ../../nbs/09_functional.ipynb
 def _check_linear(input, weight):
