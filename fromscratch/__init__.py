@@ -6,10 +6,10 @@ imports numpy-only modules: torch, matplotlib and tqdm are imported inside the f
 """
 __version__ = "0.1.0"
 
-from .tensor import (Tensor, tensor, zeros, ones, empty, full, rand, randn, randint, arange, linspace,
-                     zeros_like, ones_like, empty_like, full_like, rand_like, randn_like, manual_seed,
-                     no_grad, enable_grad, set_grad_enabled, is_grad_enabled, result_type,
-                     float16, float32, float64, half, double, int8, int16, int32, int64, long, uint8, bool)
+from .core import (Tensor, tensor, zeros, ones, empty, full, rand, randn, randint, arange, linspace,
+                   zeros_like, ones_like, empty_like, full_like, rand_like, randn_like, manual_seed,
+                   no_grad, enable_grad, set_grad_enabled, is_grad_enabled, result_type,
+                   float16, float32, float64, half, double, int8, int16, int32, int64, long, uint8, bool)
 from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, maximum, minimum, softmax, log_softmax,
                   sum, mean, max, min, argmax, argmin, var, std, norm, exp, log, sqrt, abs, relu, sigmoid, tanh,
                   clamp, clamp_min, pow, logsumexp, sign)

@@ -334,13 +334,13 @@ def batch_indices(n, batch_size, drop_last=False, order=None):
 # %% ../nbs/11_data.ipynb
 def to_batch_tensor(a):
     "A fromscratch tensor holding the stacked batch `a`, with `a`'s dtype."
-    from fromscratch.tensor import tensor
+    from fromscratch.core import tensor
     return tensor(np.asarray(a))
 
 # %% ../nbs/11_data.ipynb
 def default_collate(samples):
     "Stack a list of samples into a batch: tuples field by field, dicts key by key, arrays and numbers into tensors."
-    from fromscratch.tensor import Tensor
+    from fromscratch.core import Tensor
     elem = samples[0]
     if isinstance(elem, Tensor): return to_batch_tensor(np.stack([s.detach().numpy() for s in samples]))
     if isinstance(elem, (str, bytes)): return list(samples)
@@ -371,7 +371,7 @@ def fetch_batch(dataset, indices, collate_fn=None):
 def shuffled(n, rng=None):
     "A random order of `0..n-1`, from `rng` or else from a generator seeded by fromscratch's global one (as torch's `RandomSampler`)."
     if rng is None:
-        from fromscratch.tensor import randint
+        from fromscratch.core import randint
         rng = np.random.default_rng(int(randint(0, 2**63 - 1, (1,)).item()))
     return rng.permutation(n)
 

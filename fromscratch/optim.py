@@ -8,7 +8,7 @@ __all__ = ['Optimizer', 'SGD', 'Adam', 'AdamW']
 # %% ../nbs/10_optim.ipynb
 import numpy as np
 
-from .tensor import Tensor
+from .core import Tensor, clear_grads
 
 # %% ../nbs/10_optim.ipynb
 class Optimizer:
@@ -49,13 +49,7 @@ Optimizer.add_param_group = _add_param_group
 # %% ../nbs/10_optim.ipynb
 def _zero_grad(self, set_to_none=True):
     "Clear the gradients of every parameter: set them to `None`, or zero them in place."
-    for group in self.param_groups:
-        for p in group['params']:
-            if p._grad is None: continue
-            if set_to_none: p._grad = None
-            else:
-                if p._grad.grad_fn is not None: p._grad = Tensor(np.zeros_like(p._grad.array))
-                else: p._grad.array[...] = 0
+    clear_grads((p for group in self.param_groups for p in group['params']), set_to_none)
 
 Optimizer.zero_grad = _zero_grad
 
@@ -64,14 +58,14 @@ def _step(self, closure=None):
     "Update every parameter that has a gradient; return `closure()`'s loss if a closure is given."
     loss = None
     if closure is not None:
-        from fromscratch.tensor import enable_grad
+        from fromscratch.core import enable_grad
         with enable_grad(): loss = closure()
     for group in self.param_groups:
         for p in group['params']:
             if p._grad is None: continue
             g = p._grad.array
             self._update(p.array, -g if group.get('maximize') else g, self.state.setdefault(p, {}), group)
-            p._version_counter[0] += 1
+            p.version_counter.bump()
     return loss
 
 Optimizer.step = _step

@@ -19,7 +19,7 @@ import torch
 
 import fromscratch  # noqa: F401  (registers the operations on Tensor)
 
-_engine = importlib.import_module('fromscratch.tensor')
+import fromscratch.core as _engine
 Tensor = _engine.Tensor
 
 FLOAT64_TOL = dict(rtol=1e-10, atol=1e-12)

@@ -6,7 +6,6 @@ version counter, custom Functions, gradcheck, every row of COURSE.md's error tab
 Memory (weak references, live objects, reference cycles) is in test_engine_memory.py.
 """
 import re
-import importlib
 import warnings
 
 import numpy as np
@@ -17,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 
 import fromscratch as fs
 from fromscratch import autograd
-from fromscratch.tensor import Tensor, Function
+from fromscratch.core import Tensor, Function
 from fromscratch.testing import check_close
 
 
@@ -190,10 +189,10 @@ def test_long_chain_no_recursion_error(chains):
 def test_long_chain_work_is_linear(chains, monkeypatch):
     # no clock: count the node backwards the engine runs. Each node runs once, so the work of a backward is
     # the number of nodes, and five times the chain is exactly five times the work.
-    engine_module = importlib.import_module('fromscratch.tensor')   # (the attribute fs.tensor is the function)
+    import fromscratch.core as core
     x, short, long = chains
-    runs, real = [], engine_module._call_node
-    monkeypatch.setattr(engine_module, '_call_node', lambda node, buf: (runs.append(node), real(node, buf))[1])
+    runs, real = [], core.call_backward
+    monkeypatch.setattr(core, 'call_backward', lambda node, buf, arrays: (runs.append(node), real(node, buf, arrays))[1])
     def work(y):
         runs.clear()
         y.backward(fs.tensor([1.0]))
@@ -1428,15 +1427,16 @@ def test_grad_assignment():
 # In-place changes through a view (PyTorch's CopySlices)
 # ---------------------------------------------------------------------------------------------------------
 
-from fromscratch.tensor import _inplace, _make_view   # noqa: E402
+from fromscratch.core import make_view   # noqa: E402
+from fromscratch.ops import write_inplace   # noqa: E402
 
 
 class Narrow(Function):
-    "a[start:stop] as a view, recorded with _make_view (an engine-level view op of our own)."
+    "a[start:stop] as a view, recorded with make_view (an engine-level view op of our own)."
     @staticmethod
     def forward(ctx, a, start, stop):
         ctx.shape, ctx.start, ctx.stop = a.shape, start, stop
-        return _make_view(Tensor(a.array[start:stop]), a, lambda t: Narrow.apply(t, start, stop))
+        return make_view(Tensor(a.array[start:stop]), a, lambda t: Narrow.apply(t, start, stop))
     @staticmethod
     def backward(ctx, g): return Pad.apply(g, ctx.shape, ctx.start, ctx.stop), None, None
 
@@ -1458,7 +1458,7 @@ def test_in_place_through_a_view_rewrites_the_base_history():
     w, tw = pair([0.5, -2.0])
     h = x * 1
     v = Narrow.apply(h, 1, 3)
-    _inplace(v, v.clone() * w)          # like mul_: save a copy of the old value, not the view
+    write_inplace(v, v.clone() * w)          # like mul_: save a copy of the old value, not the view
     ((h * h).sum() + (v * 3).sum()).backward()
     th = tx * 1
     tv = th[1:3]
@@ -1473,7 +1473,7 @@ def test_in_place_through_a_view_of_a_view():
     h = x.exp()
     h = h * 1
     v = Narrow.apply(Narrow.apply(h, 1, 5), 1, 3)       # elements 2 and 3 of h
-    _inplace(v, v * 10)
+    write_inplace(v, v * 10)
     (h * h).sum().backward()
     th = tx.exp() * 1
     th[1:5][1:3].mul_(10)
@@ -1485,7 +1485,7 @@ def test_in_place_through_a_view_gives_the_base_a_history():
     w, tw = pair([2.0, 3.0])
     a, ta = fs.zeros(4, dtype=fs.float64), torch.zeros(4, dtype=torch.float64)
     v = Narrow.apply(a, 1, 3)
-    _inplace(v, v + w)
+    write_inplace(v, v + w)
     ta[1:3].add_(tw)
     assert a.requires_grad and ta.requires_grad and not a.is_leaf
     (a * fs.tensor([1.0, 2.0, 3.0, 4.0], dtype=fs.float64)).sum().backward()
@@ -1497,7 +1497,7 @@ def test_in_place_through_a_view_second_order():
     x, tx = pair([0.5, -1.0, 2.0])
     h = x * 1
     v = Narrow.apply(h, 0, 2)
-    _inplace(v, v.clone() * x[:2])
+    write_inplace(v, v.clone() * x[:2])
     g, = autograd.grad((h * h * h).sum(), x, create_graph=True)
     th = tx * 1
     th[0:2].mul_(tx[:2])
@@ -1511,10 +1511,10 @@ def test_in_place_through_a_view_of_a_leaf_raises():
     v = Narrow.apply(w, 0, 2)
     with pytest.raises(RuntimeError, match=re.escape('a view of a leaf Variable that requires grad is being used in '
                                                      'an in-place operation.')):
-        _inplace(v, v * 2)
+        write_inplace(v, v * 2)
     with pytest.raises(RuntimeError, match='a view of a leaf Variable that requires grad'):
         torch.tensor([1.0, 2.0, 3.0], requires_grad=True)[0:2].mul_(2)
-    with fs.no_grad(): _inplace(v, v * 2)               # allowed when nothing is recorded
+    with fs.no_grad(): write_inplace(v, v * 2)               # allowed when nothing is recorded
     assert w.tolist() == [2.0, 4.0, 3.0]
 
 

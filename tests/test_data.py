@@ -29,7 +29,7 @@ import fromscratch.data as data
 from fromscratch.data import (ArrayDataset, DamagedSampleError, DataLoader, Dataset, DownloadError, OfflineError,
                               batch_indices, default_collate, default_convert, fetch_mnist, folder_problem, load_mnist,
                               mnist_sample, parse_idx, read_idx, shuffled, to_idx, write_atomically)
-from fromscratch.tensor import Tensor, tensor
+from fromscratch.core import Tensor, tensor
 
 TIMEOUT = 3   # seconds: every network call in this file goes to 127.0.0.1 and is bounded by this
 

@@ -11,7 +11,7 @@ import pytest
 
 import fromscratch as fs
 from fromscratch import autograd
-from fromscratch.tensor import Tensor, Function
+from fromscratch.core import Tensor, Function
 
 
 class Saves(Function):

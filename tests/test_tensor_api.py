@@ -9,15 +9,15 @@ import torch
 import fromscratch as fs
 from engines import dtype_name
 
-_engine = __import__('importlib').import_module('fromscratch.tensor')
+from fromscratch.core import default_generator
 
 
 @pytest.fixture(autouse=True)
 def _keep_the_random_stream():
     "Tests here that seed the generator hand it back as they found it, so later tests draw what they always drew."
-    saved = _engine._rng
+    saved = default_generator.numpy
     yield
-    _engine._rng = saved
+    default_generator.numpy = saved
 
 
 def same_kind(ours, theirs):

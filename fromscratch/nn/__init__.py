@@ -12,7 +12,8 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ..tensor import Tensor, RemovableHandle, _HookDict, float32, float64
+from ..core import Tensor, clear_grads, float32, float64
+from ..hooks import HookDict
 from . import functional, init
 
 # %% ../../nbs/09_nn.ipynb
@@ -32,7 +33,7 @@ class Module:
         d['training'] = True
         d['_parameters'], d['_buffers'], d['_modules'] = {}, {}, {}
         d['_non_persistent_buffers_set'] = set()
-        d['_forward_pre_hooks'], d['_forward_hooks'] = _HookDict(), _HookDict()
+        d['_forward_pre_hooks'], d['_forward_hooks'] = HookDict(), HookDict()
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
@@ -260,13 +261,7 @@ Module.train, Module.eval = _train, _eval
 # %% ../../nbs/09_nn.ipynb
 def _zero_grad(self, set_to_none=True):
     "Clear every parameter's `.grad`: set it to None (the default) or fill it with zeros."
-    for p in self.parameters():
-        if p.grad is None: continue
-        if set_to_none: p.grad = None
-        else:
-            if p.grad.grad_fn is not None: p.grad.detach_()
-            else: p.grad.requires_grad_(False)
-            p.grad.zero_()
+    clear_grads(self.parameters(), set_to_none)
 
 def _module_requires_grad_(self, requires_grad=True):
     "Set `requires_grad` on every parameter (False freezes the module); return self."
@@ -338,7 +333,7 @@ def _load_state_dict(self, state_dict, strict=True):
     if errors: raise RuntimeError(f'Error(s) in loading state_dict for {type(self).__name__}:\n\t' + '\n\t'.join(errors))
     for key, a in arrays.items():
         own[key].array[...] = a                 # in place, outside the graph: the Parameter objects stay
-        own[key]._version_counter[0] += 1
+        own[key].version_counter.bump()
     return _IncompatibleKeys(missing, unexpected)
 
 Module.load_state_dict = _load_state_dict
@@ -346,15 +341,11 @@ Module.load_state_dict = _load_state_dict
 # %% ../../nbs/09_nn.ipynb
 def _register_forward_pre_hook(self, hook):
     "Call `hook(module, args)` before every forward; a non-None result replaces `args`. Returns a handle."
-    handle = RemovableHandle(self._forward_pre_hooks)
-    self._forward_pre_hooks[handle.id] = hook
-    return handle
+    return self._forward_pre_hooks.add(hook)
 
 def _register_forward_hook(self, hook):
     "Call `hook(module, args, output)` after every forward; a non-None result replaces the output. Returns a handle."
-    handle = RemovableHandle(self._forward_hooks)
-    self._forward_hooks[handle.id] = hook
-    return handle
+    return self._forward_hooks.add(hook)
 
 Module.register_forward_pre_hook, Module.register_forward_hook = _register_forward_pre_hook, _register_forward_hook
 

@@ -7,11 +7,12 @@ __all__ = ['relu', 'sigmoid', 'tanh', 'LinearFunction', 'linear', 'softmax', 'lo
            'nll_loss', 'CrossEntropyFunction', 'cross_entropy']
 
 # %% ../../nbs/09_functional.ipynb
+import math
 import warnings
 
 import numpy as np
 
-from ..tensor import Tensor, Function, is_grad_enabled
+from ..core import Tensor, Function, grad_mode
 
 # %% ../../nbs/09_functional.ipynb
 def relu(input):
@@ -29,6 +30,7 @@ def tanh(input):
 # %% ../../nbs/09_functional.ipynb
 class LinearFunction(Function):
     "`input @ weight.T + bias` as one node of the graph, with the backward written by hand."
+    array_backward = True
     @staticmethod
     def forward(ctx, input, weight, bias=None):
         _check_linear(input, weight)
@@ -41,7 +43,6 @@ class LinearFunction(Function):
     @staticmethod
     def backward(ctx, grad_output):
         input, weight = ctx.saved_tensors
-        if not is_grad_enabled(): grad_output, input, weight = _arrays(grad_output, input, weight)
         needs, n_out = ctx.needs_input_grad, grad_output.shape[-1]
         g = grad_output if grad_output.ndim == 2 else grad_output.reshape(_rows(grad_output), n_out)
         grad_input = grad_output @ weight if needs[0] else None
@@ -50,13 +51,9 @@ class LinearFunction(Function):
         return grad_input, grad_weight, grad_bias
 
 # %% ../../nbs/09_functional.ipynb
-def _arrays(*tensors):
-    "The numpy arrays behind `tensors` (None stays None)."
-    return tuple(None if t is None else t.array for t in tensors)
-
 def _rows(t):
     "The number of rows of `t` seen as a matrix (all dimensions but the last), also when there are no columns."
-    return int(np.prod(t.shape[:-1]))
+    return math.prod(t.shape[:-1])
 
 # %% ../../nbs/09_functional.ipynb
 def _check_linear(input, weight):
@@ -138,6 +135,7 @@ def _class_output(losses, valid, reduction, dtype):
 # %% ../../nbs/09_functional.ipynb
 class NLLLossFunction(Function):
     "Minus the log-probability of each target class, reduced; one node of the graph."
+    array_backward = True
     @staticmethod
     def forward(ctx, input, t, ignore_index, reduction):
         valid = t != ignore_index
@@ -149,8 +147,6 @@ class NLLLossFunction(Function):
     @staticmethod
     def backward(ctx, grad_output):
         coef = (0.0 - ctx.scale[:, None] * _onehot(ctx.t, ctx.valid, ctx.n_classes, np.float64)).astype(grad_output.dtype)
-        if is_grad_enabled(): coef = Tensor(coef)
-        else: grad_output = grad_output.array
         return coef * (grad_output.reshape(-1, 1) if ctx.reduction == 'none' else grad_output), None, None, None
 
 # %% ../../nbs/09_functional.ipynb
@@ -163,6 +159,7 @@ def nll_loss(input, target, ignore_index=-100, reduction='mean'):
 # %% ../../nbs/09_functional.ipynb
 class CrossEntropyFunction(Function):
     "`log_softmax` and `nll_loss` in one node: the backward is `(softmax(x) - onehot) * scale`."
+    array_backward = True
     @staticmethod
     def forward(ctx, input, t, ignore_index, reduction):
         valid, rows = t != ignore_index, np.arange(len(t))
@@ -180,10 +177,9 @@ class CrossEntropyFunction(Function):
 def _cross_entropy_backward(ctx, grad_output):
     "`(softmax(x) - onehot) * scale * grad_output`, recorded on Tensors only when grad mode is on."
     input, p = ctx.saved_tensors
+    if grad_mode.enabled: p = input.softmax(1)      # recorded: the softmax again, with its history
     onehot = _onehot(ctx.t, ctx.valid, input.shape[1], input.dtype)
     scale = ctx.scale.astype(input.dtype)[:, None]
-    if is_grad_enabled(): p, onehot, scale = input.softmax(1), Tensor(onehot), Tensor(scale)
-    else: p, grad_output = p.array, grad_output.array
     coef = scale * (grad_output.reshape(-1, 1) if ctx.reduction == 'none' else grad_output)
     return (p - onehot) * coef, None, None, None
 

@@ -7,26 +7,25 @@ __all__ = ['uniform_', 'normal_', 'constant_', 'zeros_', 'ones_', 'calculate_gai
            'kaiming_uniform_', 'kaiming_normal_']
 
 # %% ../../nbs/09_init.ipynb
-import importlib
 import math
 
-_engine = importlib.import_module('fromscratch.tensor')   # the module: `fromscratch.tensor` is the function
+from ..core import default_generator
 
 # %% ../../nbs/09_init.ipynb
 def _fill_(tensor, values):
     "Write `values` into `tensor`'s memory, outside the graph, as an in-place operation does; return `tensor`."
     tensor.array[...] = values
-    tensor._version_counter[0] += 1
+    tensor.version_counter.bump()
     return tensor
 
 # %% ../../nbs/09_init.ipynb
 def uniform_(tensor, a=0.0, b=1.0):
     "Fill `tensor` with values drawn uniformly from [a, b)."
-    return _fill_(tensor, _engine._rng.uniform(a, b, tensor.shape))
+    return _fill_(tensor, default_generator.numpy.uniform(a, b, tensor.shape))
 
 def normal_(tensor, mean=0.0, std=1.0):
     "Fill `tensor` with values drawn from a normal distribution N(mean, std²)."
-    return _fill_(tensor, _engine._rng.normal(mean, std, tensor.shape))
+    return _fill_(tensor, default_generator.numpy.normal(mean, std, tensor.shape))
 
 # %% ../../nbs/09_init.ipynb
 def constant_(tensor, val):
