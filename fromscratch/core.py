@@ -279,8 +279,11 @@ def stale_views_need_grad(args):
 
 def connect(ctx, args, outputs):
     "Attach the node `ctx` to `outputs`, and the edges of the `args` that require grad to the node."
-    ctx.edges = tuple([edge(a) if n else (None, 0) for a, n in zip(args, ctx.needs_input_grad)])
-    ctx.input_meta = tuple([(a.array.shape, a.array.dtype) if isinstance(a, Tensor) else None for a in args])
+    edges, meta = [], []
+    for a, n in zip(args, ctx.needs_input_grad):           # one pass over the inputs: edges and what to check against
+        edges.append(edge(a) if n else (None, 0))
+        meta.append((a.array.shape, a.array.dtype) if isinstance(a, Tensor) else None)
+    ctx.edges, ctx.input_meta = tuple(edges), tuple(meta)
     single = not isinstance(outputs, tuple)
     outs = [outputs] if single else list(outputs)
     skip = ctx.non_differentiable
@@ -405,7 +408,12 @@ def accumulate(t, g):
 def call_backward(node, buf, arrays):
     "Run `node`'s backward on the gradients `buf` of its outputs (zeros for the missing); check what it returns."
     f = node.function
-    grads = [(np.zeros(*m) if arrays else Tensor(np.zeros(*m))) if g is None else g for g, m in zip(buf, node.output_meta)]
+    grads = buf
+    for k, g in enumerate(buf):
+        if g is None:                                       # zeros for an output that got no gradient
+            m = node.output_meta[k]
+            if grads is buf: grads = list(buf)
+            grads[k] = np.zeros(*m) if arrays else Tensor(np.zeros(*m))
     if arrays and not f.array_backward: grads = [Tensor(g) for g in grads]    # this backward wants tensors
     node.arrays = arrays and f.array_backward
     try: return validate(node, f.backward(node, *grads), arrays)
@@ -414,15 +422,16 @@ def call_backward(node, buf, arrays):
 # %% ../nbs/06_tensor.ipynb
 def validate(node, grads, arrays):
     "Check the gradients `node`'s backward returned (their number, shapes, dtypes) as PyTorch does; arrays if `arrays`."
-    grads = grads if isinstance(grads, tuple) else (grads,)
+    grads = grads if type(grads) is tuple else (grads,)
     n = len(node.edges)
     if len(grads) != n:
         if len(grads) < n or any(g is not None for g in grads[n:]):
             raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients (expected {n}, got {len(grads)})")
         grads = grads[:n]
     out = []
-    for i, (g, (shape, dtype), (child, _)) in enumerate(zip(grads, [m or (None, None) for m in node.input_meta], node.edges)):
+    for i, (g, meta, (child, _)) in enumerate(zip(grads, node.input_meta, node.edges)):
         if g is None or child is None: out.append(None); continue     # no gradient, or none wanted
+        shape, dtype = meta
         if arrays: g = g if type(g) is np.ndarray else g.array if isinstance(g, Tensor) else np.asarray(g)
         elif not isinstance(g, Tensor): g = Tensor(np.asarray(g))
         if g.shape != shape:
