@@ -14,3 +14,4 @@ from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, maximu
                   sum, mean, max, min, argmax, argmin, var, std, norm, exp, log, sqrt, abs, relu, sigmoid, tanh,
                   clamp, clamp_min, pow, logsumexp, sign)
 from . import autograd, nn, optim, data
+from .serialization import save, load

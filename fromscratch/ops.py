@@ -8,20 +8,21 @@ __all__ = ['Exp', 'Log', 'Sqrt', 'Tanh', 'Sigmoid', 'Abs', 'Relu', 'eq', 'ne', '
            'as_float', 'alias', 'with_history', 'Pointwise', 'pointwise', 'sigmoid_array', 'quietly', 'Neg', 'sgn',
            'Sign', 'Clamp', 'exp', 'log', 'sqrt', 'abs', 'relu', 'sigmoid', 'tanh', 'sign', 'neg', 'clamp', 'clamp_min',
            'comparison', 'logical_not', 'Where', 'where', 'is_bool', 'check_bool_sub', 'Sub', 'Mul', 'true_divide',
-           'Div', 'power', 'bool_pow', 'pow_base_grad', 'pow_exponent_grad', 'Pow', 'tie_shares', 'Maximum', 'Minimum',
-           'pow', 'maximum', 'minimum', 'add', 'sub', 'mul', 'div', 'dim_error', 'dim_index', 'dim_indices',
-           'kept_shape', 'sum_dtype', 'Sum', 'Mean', 'sum', 'mean', 'Max', 'empty_dim_error', 'max_along',
-           'onehot_along', 'MaxDim', 'Min', 'MinDim', 'max', 'min', 'arg_reduce', 'argmax', 'argmin', 'var_array',
-           'var_grad', 'Var', 'Std', 'correction_of', 'var', 'std', 'empty_norm_error', 'norm_array', 'norm_grad',
-           'Norm', 'norm', 'logsumexp_array', 'LogSumExp', 'Softmax', 'LogSoftmax', 'softmax', 'log_softmax',
-           'logsumexp', 'infer_shape', 'Reshape', 'reshape', 'view', 'flatten', 'unsqueeze', 'squeeze', 'Permute',
-           'permute', 'transpose', 't', 'reversed_dims', 'matrix_transpose', 'expand', 'sum_to_size', 'Clone', 'clone',
-           'contiguous', 'to', 'to_dtype', 'type_as', 'on_cpu', 'promoted', 'matmul_error', 'inner_size_mismatch',
-           'matmul_grads', 'MatMul', 'matmul', 'spell_ellipsis', 'einsum_explicit', 'einsum_array', 'Einsum',
-           'einsum_grad', 'on_diagonals', 'einsum', 'numpy_index', 'may_repeat', 'Index', 'IndexAdd', 'getitem',
-           'iterate', 'check_cat', 'check_stack', 'Cat', 'Stack', 'cat', 'stack', 'recording', 'CopySlices',
-           'check_inplace', 'write_inplace', 'write', 'add_', 'sub_', 'mul_', 'div_', 'Copy', 'Fill', 'copy_', 'fill_',
-           'zero_', 'IndexPut', 'setitem', 'reflected']
+           'Div', 'power', 'int_power', 'bool_pow', 'pow_base_grad', 'pow_exponent_grad', 'Pow', 'tie_shares',
+           'Maximum', 'Minimum', 'pow', 'maximum', 'minimum', 'add', 'sub', 'mul', 'div', 'dim_error', 'dim_index',
+           'dim_indices', 'kept_shape', 'sum_dtype', 'Sum', 'Mean', 'sum', 'mean', 'Max', 'empty_dim_error',
+           'max_along', 'onehot_along', 'MaxDim', 'Min', 'MinDim', 'max', 'min', 'arg_reduce', 'argmax', 'argmin',
+           'var_array', 'var_grad', 'Var', 'Std', 'correction_of', 'var', 'std', 'empty_norm_error', 'norm_array',
+           'norm_grad', 'Norm', 'norm', 'logsumexp_array', 'LogSumExp', 'Softmax', 'LogSoftmax', 'softmax',
+           'log_softmax', 'logsumexp', 'infer_shape', 'Reshape', 'reshape', 'view', 'flatten', 'unsqueeze', 'squeeze',
+           'Permute', 'permute', 'transpose', 't', 'reversed_dims', 'matrix_transpose', 'expand', 'expanded_shape',
+           'sum_to_size', 'Clone', 'clone', 'contiguous', 'to', 'to_dtype', 'type_as', 'on_cpu', 'promoted',
+           'matmul_error', 'inner_size_mismatch', 'matmul_grads', 'MatMul', 'matmul', 'spell_ellipsis',
+           'einsum_explicit', 'einsum_array', 'Einsum', 'einsum_grad', 'on_diagonals', 'einsum', 'numpy_index',
+           'may_repeat', 'Index', 'IndexAdd', 'getitem', 'iterate', 'check_cat', 'check_stack', 'Cat', 'Stack', 'cat',
+           'stack', 'recording', 'CopySlices', 'inplace_error', 'check_inplace', 'write_inplace', 'take_history',
+           'write', 'add_', 'sub_', 'mul_', 'div_', 'Copy', 'Fill', 'copy_', 'fill_', 'zero_', 'put', 'IndexPut',
+           'setitem', 'reflected']
 
 # %% ../nbs/07_ops.ipynb
 import builtins
@@ -132,11 +133,15 @@ class Clamp(Function):
     def forward(ctx, a, min=None, max=None):
         if min is None and max is None: raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
         x = a.array
-        if ctx.needs_input_grad[0]:
-            ctx.save_for_backward(Tensor(x >= min if max is None else x <= max if min is None else (x >= min) & (x <= max)))
+        ctx.save_for_backward(a)   # the input, as PyTorch saves it: the mask is worked out in the backward
+        ctx.min, ctx.max = min, max
         return Tensor(np.clip(x, min, max).astype(result_type(a, min if max is None else max), copy=False))
     @staticmethod
-    def backward(ctx, grad_output): return grad_output * ctx.saved_tensors[0], None, None
+    def backward(ctx, grad_output):
+        x, lo, hi = ctx.saved_tensors[0], ctx.min, ctx.max
+        x = x.array if isinstance(x, Tensor) else x
+        inside = x >= lo if hi is None else x <= hi if lo is None else (x >= lo) & (x <= hi)
+        return grad_output * (inside if ctx.arrays else Tensor(inside)), None, None
 
 # %% ../nbs/07_ops.ipynb
 def exp(input): "e to the power of each element."; return Exp.apply(input)
@@ -255,7 +260,16 @@ def power(x, y):
     with np.errstate(divide='ignore', invalid='ignore'):
         if isinstance(x, np.ndarray) and x.dtype.kind == 'f' and isinstance(y, float) and y in (0.5, -0.5):
             return np.sqrt(x) if y == 0.5 else 1 / np.sqrt(x)   # sqrt(-inf) is nan and 1/sqrt(-0.0) is -inf
+        if isinstance(y, np.ndarray) and y.dtype.kind in 'iu' and (y < 0).any(): return int_power(x, y)
+        if isinstance(x, np.ndarray) and x.dtype.kind in 'biu' and isinstance(y, int) and y < 0:
+            raise RuntimeError("Integers to negative integer powers are not allowed.")
         return np.power(x, y)
+
+def int_power(x, y):
+    "Integers to integer powers, some negative: 1 to any power is 1, -1 gives -1 or 1, anything else 0 (PyTorch's)."
+    out = np.asarray(np.power(x, np.where(y < 0, 0, y)))
+    one_over = np.where(x == 1, 1, np.where(x == -1, 1 - 2 * (y % 2), 0))
+    return np.where(y < 0, one_over, out).astype(out.dtype)
 
 def bool_pow(a, b):
     "bool ** bool: PyTorch has no such kernel, except a bool tensor to a Python bool power (x ** 0 = 1, x ** 1 = x)."
@@ -269,10 +283,10 @@ def pow_base_grad(g, a, b):
     if isinstance(b, Tensor): return where(b == 0, 0.0, g * b * a ** (b - 1))
     return g * 0.0 if b == 0 else g * b * a ** (b - 1)
 
-def pow_exponent_grad(g, a, b):
-    "g * a ** b * log(a), and 0 where a is 0 and b >= 0."
+def pow_exponent_grad(g, a, b, out):
+    "g * out * log(a), where out = a ** b, and 0 where a is 0 and b >= 0."
     base = a if isinstance(a, Tensor) else Tensor(np.asarray(a, dtype=b.dtype))
-    return g * where((base == 0) & (b >= 0), 0.0, a ** b * base.log())
+    return g * where((base == 0) & (b >= 0), 0.0, out * base.log())
 
 # %% ../nbs/07_ops.ipynb
 class Pow(Function):
@@ -280,20 +294,22 @@ class Pow(Function):
     @staticmethod
     def forward(ctx, a, b):
         if is_bool(a) and is_bool(b): return bool_pow(a, b)
-        ctx.save_for_backward(a, b)
-        return broadcast_op(power, a, b)
+        out = broadcast_op(power, a, b)
+        ctx.save_for_backward(a, b, alias(out) if isinstance(b, Tensor) else None)   # PyTorch's choice, below
+        return out
     @staticmethod
     def backward(ctx, grad_output):
-        a, b = ctx.saved_tensors
+        a, b, out = ctx.saved_tensors
         return (sum_to(pow_base_grad(grad_output, a, b), ctx.input_shape(0)) if ctx.needs_input_grad[0] else None,
-                sum_to(pow_exponent_grad(grad_output, a, b), ctx.input_shape(1)) if ctx.needs_input_grad[1] else None)
+                sum_to(pow_exponent_grad(grad_output, a, b, with_history(ctx, out)), ctx.input_shape(1))
+                if ctx.needs_input_grad[1] else None)
 
 # %% ../nbs/07_ops.ipynb
 def tie_shares(x, y, largest):
     "Each side's share of the gradient of max(x, y) (or min): 1 where it won, 1/2 at a tie, 0 where it lost (a nan loses nowhere)."
     x_loses, y_loses = (x < y, x > y) if largest else (x > y, x < y)
     tie = np.equal(x, y)
-    return Tensor(np.asarray(1 - x_loses - 0.5 * tie)), Tensor(np.asarray(1 - y_loses - 0.5 * tie))
+    return np.asarray(1 - x_loses - 0.5 * tie), np.asarray(1 - y_loses - 0.5 * tie)
 
 # %% ../nbs/07_ops.ipynb
 class Maximum(Function):
@@ -302,13 +318,12 @@ class Maximum(Function):
     largest = True
     @staticmethod
     def forward(ctx, a, b):
-        out = broadcast_op(np.maximum if ctx.function.largest else np.minimum, a, b)
-        x, y = (t.array if isinstance(t, Tensor) else t for t in (a, b))
-        ctx.save_for_backward(*tie_shares(x, y, ctx.function.largest))
-        return out
+        ctx.save_for_backward(a, b)   # the inputs, as PyTorch saves them
+        return broadcast_op(np.maximum if ctx.function.largest else np.minimum, a, b)
     @staticmethod
     def backward(ctx, grad_output):
-        share_a, share_b = ctx.saved_tensors
+        x, y = (t.array if isinstance(t, Tensor) else t for t in ctx.saved_tensors)
+        share_a, share_b = (s if ctx.arrays else Tensor(s) for s in tie_shares(x, y, ctx.function.largest))
         return (sum_to(grad_output * share_a, ctx.input_shape(0)) if ctx.needs_input_grad[0] else None,
                 sum_to(grad_output * share_b, ctx.input_shape(1)) if ctx.needs_input_grad[1] else None)
 
@@ -340,7 +355,10 @@ def dim_index(d, ndim):
 def dim_indices(dim, ndim):
     "The dimensions `dim` names (an int, a tuple, or None for all) as a tuple of non-negative ints."
     if dim is None: return tuple(range(ndim))
-    return tuple(d for d in (dim_index(d, ndim) for d in ((dim,) if isinstance(dim, int) else dim)) if d is not None)
+    dims = tuple(d for d in (dim_index(d, ndim) for d in ((dim,) if isinstance(dim, int) else dim)) if d is not None)
+    for i, d in enumerate(dims):
+        if d in dims[:i]: raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+    return dims
 
 def kept_shape(shape, dims):
     "`shape` with the reduced `dims` set to size 1 (the shape `keepdim=True` gives)."
@@ -393,13 +411,15 @@ class Max(Function):
         if x.size == 0:
             raise RuntimeError(f"{'max' if largest else 'min'}(): Expected reduction dim to be specified for "
                                "input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
-        out = np.asarray(x.max() if largest else x.min())
-        if ctx.needs_input_grad[0]:
-            mask = np.isnan(x) if np.isnan(out) else x == out   # a nan maximum: shared among the nans
-            ctx.save_for_backward(Tensor(mask / mask.sum(dtype=x.dtype)))
-        return Tensor(out)
+        out = Tensor(np.asarray(x.max() if largest else x.min()))
+        ctx.save_for_backward(a, alias(out))   # like PyTorch: the ties are found in the backward
+        return out
     @staticmethod
-    def backward(ctx, grad_output): return ctx.saved_tensors[0] * grad_output
+    def backward(ctx, grad_output):
+        x, out = (t.array if isinstance(t, Tensor) else t for t in ctx.saved_tensors)
+        ties = np.isnan(x) if np.isnan(out) else x == out   # a nan maximum: shared among the nans
+        share = ties / ties.sum(dtype=x.dtype)
+        return (share if ctx.arrays else Tensor(share)) * grad_output
 
 # %% ../nbs/07_ops.ipynb
 def empty_dim_error(name, d): return IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
@@ -490,7 +510,7 @@ def var_array(x, dims, dof, keepdim, root):
     d = x - x.mean(axis=dims, keepdims=True) if x.size else x
     with np.errstate(divide='ignore', invalid='ignore'):
         out = np.asarray((d * d).sum(axis=dims, keepdims=keepdim) / builtins.max(dof, 0), x.dtype)
-        return np.sqrt(out) if root else out
+        return np.asarray(np.sqrt(out)) if root else out   # numpy gives a scalar for 0-d
 
 # %% ../nbs/07_ops.ipynb
 def var_grad(ctx, g, x, saved):
@@ -766,7 +786,11 @@ def matrix_transpose(input): return transpose(input, -2, -1)
 # %% ../nbs/07_ops.ipynb
 def expand(input, *sizes):
     "Size-1 dimensions repeated to `sizes` (-1 keeps a size), without copying."
-    sizes, s = size_arg(sizes), input.array.shape
+    shape = expanded_shape(input.array.shape, size_arg(sizes))
+    return input if shape == input.array.shape else Expand.apply(input, shape)
+
+def expanded_shape(s, sizes):
+    "The shape `s` expanded to `sizes` (-1 keeps a size), with PyTorch's errors where it cannot be."
     if len(sizes) < len(s):
         raise RuntimeError(f"expand({list(s)}, size={list(sizes)}): the number of sizes provided "
                            f"({len(sizes)}) must be greater or equal to the number of dimensions in the tensor ({len(s)})")
@@ -777,7 +801,7 @@ def expand(input, *sizes):
             raise RuntimeError(f"The expanded size of the tensor ({shape[lead + i]}) must match the existing size "
                                f"({s[i]}) at non-singleton dimension {lead + i}.  Target sizes: {list(sizes)}.  "
                                f"Tensor sizes: {list(s)}")
-    return input if shape == s else Expand.apply(input, shape)
+    return shape
 
 # %% ../nbs/07_ops.ipynb
 def sum_to_size(input, *size):
@@ -955,8 +979,9 @@ def einsum(equation, *operands):
 
 # %% ../nbs/07_ops.ipynb
 def numpy_index(idx):
-    "An index with tensors replaced by their arrays and lists by arrays, as numpy wants it."
+    "An index with tensors replaced by their arrays and lists by arrays, as numpy wants it; no negative steps, as in PyTorch."
     if isinstance(idx, tuple): return tuple(numpy_index(i) for i in idx)
+    if isinstance(idx, slice) and idx.step is not None and idx.step < 0: raise ValueError("step must be greater than zero")
     if isinstance(idx, Tensor): return idx.array
     if isinstance(idx, list): return np.asarray([i.item() if isinstance(i, Tensor) else i for i in idx])
     return idx
@@ -1056,7 +1081,7 @@ class Stack(Function):
 def cat(tensors, dim=0):
     "The tensors joined along dimension `dim`."
     tensors = tuple(tensors)
-    if not tensors: raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    if not tensors: raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     return Cat.apply(dim, *tensors)
 
 def stack(tensors, dim=0):
@@ -1093,14 +1118,21 @@ class CopySlices(Function):
         return grad_output * keep, ctx.fn(grad_output), None
 
 # %% ../nbs/07_ops.ipynb
+def inplace_error(shape, other):
+    "PyTorch's error for an in-place change of a tensor of `shape` by an operand of shape `other` that does not fit."
+    try: wide = np.broadcast_shapes(shape, other)
+    except ValueError: return broadcast_error(shape, other)
+    return RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast shape {list(wide)}")
+
 def check_inplace(self, result):
-    "PyTorch's errors for writing `result` into `self`: a leaf that requires grad (or a view of one), a wider dtype."
+    "PyTorch's errors for writing `result` into `self`: a leaf that requires grad (or a view of one), a wider dtype or shape."
     view = self._view
     if grad_mode.enabled:
         if self.grad_fn is None and self._requires_grad:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         if view is not None and view.base.grad_fn is None and view.base._requires_grad:
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    if result.array.shape != self.array.shape: raise inplace_error(self.array.shape, result.array.shape)
     if category(result.array.dtype) > category(self.array.dtype):
         raise RuntimeError(f"result type {result.array.dtype} can't be cast to the desired output type {self.array.dtype}")
 
@@ -1113,6 +1145,10 @@ def write_inplace(self, result):
         if self.array.flags.writeable: raise
         raise RuntimeError(OVERLAP) from None
     self.version_counter.bump()
+    return take_history(self, result)
+
+def take_history(self, result):
+    "Give `self`, just changed in place to `result`'s values, `result`'s history (through its base if it is a view)."
     if result.grad_fn is None: return self
     view = self._view
     if view is None: rebase(self, result.grad_fn, result._output_nr)
@@ -1131,7 +1167,7 @@ def write(self, ufunc, other, alpha=1):
     if not x.flags.writeable: raise RuntimeError(OVERLAP)
     if alpha != 1: y = np.multiply(y, alpha)
     try: ufunc(x, y, out=x, casting='unsafe')
-    except ValueError: raise broadcast_error(x.shape, np.shape(y)) from None
+    except ValueError: raise inplace_error(x.shape, np.shape(y)) from None
     self.version_counter.bump()
     return self
 
@@ -1164,7 +1200,7 @@ class Copy(Function):
     @staticmethod
     def forward(ctx, a, src):
         try: return Tensor(np.broadcast_to(src.array, a.array.shape).astype(a.array.dtype))
-        except ValueError: raise broadcast_error(a.array.shape, src.array.shape) from None
+        except ValueError: raise inplace_error(a.array.shape, src.array.shape) from None
     @staticmethod
     def backward(ctx, grad_output):
         ga = Tensor(np.zeros(ctx.input_shape(0), grad_output.array.dtype)) if ctx.needs_input_grad[0] else None
@@ -1188,7 +1224,7 @@ def copy_(self, src):
     if recording(self, src): return write_inplace(self, Copy.apply(self, src))
     if not self.array.flags.writeable: raise RuntimeError(OVERLAP)
     try: np.copyto(self.array, src.array, casting='unsafe')
-    except ValueError: raise broadcast_error(self.array.shape, src.array.shape) from None
+    except ValueError: raise inplace_error(self.array.shape, src.array.shape) from None
     self.version_counter.bump()
     return self
 
@@ -1204,12 +1240,25 @@ def fill_(self, value):
 def zero_(self): "Set every element to 0."; return fill_(self, 0)
 
 # %% ../nbs/07_ops.ipynb
+def put(array, idx, value):
+    "`array[idx] = value` (a tensor or a number), with PyTorch's errors for a value that does not fit."
+    v = value.array if isinstance(value, Tensor) else value
+    try: array[idx] = v
+    except ValueError:
+        target, vshape = array[idx].shape, np.shape(v)
+        if any(isinstance(i, np.ndarray) for i in (idx if isinstance(idx, tuple) else (idx,))):
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(vshape)} cannot be broadcast to "
+                               f"indexing result of shape {list(target)}") from None
+        while vshape and vshape[0] == 1: vshape = vshape[1:]   # leading 1s are dropped, then the value expanded
+        expanded_shape(vshape, target)
+        raise
+
 class IndexPut(Function):
     "A copy of `a` with `value` written at `idx`: what `a[idx] = value` computes."
     @staticmethod
     def forward(ctx, a, idx, value):
         out = a.array.copy()
-        out[idx] = value.array if isinstance(value, Tensor) else value
+        put(out, idx, value)
         ctx.idx, ctx.vshape = idx, shape_of(value)
         if ctx.needs_input_grad[0]:
             keep = np.ones(out.shape, dtype=bool)
@@ -1230,7 +1279,7 @@ def setitem(self, idx, value):
         write_inplace(self, IndexPut.apply(self, idx, value))
         return
     if not self.array.flags.writeable: raise RuntimeError(OVERLAP)
-    self.array[idx] = value.array if isinstance(value, Tensor) else value
+    put(self.array, idx, value)
     self.version_counter.bump()
 
 # %% ../nbs/07_ops.ipynb

@@ -429,7 +429,7 @@ EVERY_FUNCTION = {   # the Function class it exercises: (expression, input shape
 
 def _library_functions():
     "Every op defined in fromscratch: a Function with a backward of its own, or a row of the pointwise table."
-    found, todo = set(), [fs.autograd.Function]
+    found, todo = set(), [fs.core.Function]
     while todo:
         for c in todo.pop().__subclasses__():
             todo.append(c)
