@@ -31,8 +31,8 @@ def batch_bar(batches, desc='', progress=None):
     return tqdm(batches, desc=desc, unit='batch', leave=False, file=sys.stderr)
 
 # %% ../nbs/12_training.ipynb
-def train_epoch(model, loss_fn, opt, batches):
-    "One pass over `batches`: forward, loss, backward, step, zero_grad; return the loss of every step."
+def train_epoch(model, loss_fn, opt, batches, scheduler=None):
+    "One pass over `batches`: forward, loss, backward, step, zero_grad (and `scheduler.step()`); return every step's loss."
     model.train()
     losses = []
     for xb, yb in batches:
@@ -40,6 +40,7 @@ def train_epoch(model, loss_fn, opt, batches):
         loss.backward()
         opt.step()
         opt.zero_grad()
+        if scheduler is not None: scheduler.step()
         losses.append(loss.item())
         if hasattr(batches, 'set_postfix'): batches.set_postfix(loss=f'{losses[-1]:.4f}', refresh=False)
     return losses
@@ -81,11 +82,11 @@ class History:
     def __repr__(self): return '\n'.join(format_row(row, 3) for row in self.epochs) or 'History (no epochs)'
 
 # %% ../nbs/12_training.ipynb
-def fit(model, loss_fn, opt, train_dl, valid_dl=None, epochs=1, metric=accuracy, progress=None, log=None):
+def fit(model, loss_fn, opt, train_dl, valid_dl=None, epochs=1, metric=accuracy, progress=None, log=None, scheduler=None):
     "Train `model` for `epochs` passes over `train_dl`, evaluating on `valid_dl` after each; return a `History`."
     history, start = History(), time.perf_counter()
     for epoch in range(1, epochs + 1):
-        losses = train_epoch(model, loss_fn, opt, batch_bar(train_dl, f'epoch {epoch}/{epochs}', progress))
+        losses = train_epoch(model, loss_fn, opt, batch_bar(train_dl, f'epoch {epoch}/{epochs}', progress), scheduler)
         if not losses: raise ValueError("train_dl gave no batches: is the dataset empty?")
         history.train_loss += losses
         row = {'epoch': epoch, 'step': len(history.train_loss), 'train_loss': float(np.mean(losses))}

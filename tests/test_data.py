@@ -26,9 +26,9 @@ from hypothesis import given, settings, strategies as st
 
 import fromscratch as fs
 import fromscratch.data as data
-from fromscratch.data import (ArrayDataset, DamagedSampleError, DataLoader, Dataset, DownloadError, OfflineError,
-                              batch_indices, default_collate, default_convert, fetch_mnist, folder_problem, load_mnist,
-                              mnist_sample, parse_idx, read_idx, shuffled, to_idx, write_atomically)
+from fromscratch.data import (ArrayDataset, BatchSampler, DamagedSampleError, DataLoader, Dataset, DownloadError, OfflineError,
+                              RandomSampler, default_collate, default_convert, fetch_mnist, folder_problem, load_mnist,
+                              mnist_sample, parse_idx, read_idx, to_idx, write_atomically)
 from fromscratch.core import Tensor, tensor
 
 TIMEOUT = 3   # seconds: every network call in this file goes to 127.0.0.1 and is bounded by this
@@ -640,6 +640,11 @@ def torch_len(n, bs, drop_last):
 @pytest.mark.parametrize('drop_last', [False, True])
 @pytest.mark.parametrize('shuffle', [False, True])
 def test_each_sample_once_per_epoch(n, bs, drop_last, shuffle):
+    if shuffle and n == 0:          # torch's RandomSampler refuses an empty dataset: num_samples must be positive
+        with pytest.raises(ValueError, match='num_samples should be a positive integer value, but got num_samples=0'):
+            DataLoader(ListDataset(n), batch_size=bs, shuffle=True)
+        with pytest.raises(ValueError, match='num_samples=0'): torch.utils.data.DataLoader(range(0), batch_size=bs, shuffle=True)
+        return
     dl = DataLoader(ListDataset(n), batch_size=bs, shuffle=shuffle, drop_last=drop_last, seed=0, collate_fn=list)
     kept = n - n % bs if drop_last else n
     for _ in range(3):
@@ -654,9 +659,10 @@ def test_each_sample_once_per_epoch(n, bs, drop_last, shuffle):
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(0, 300), bs=st.integers(1, 70), drop_last=st.booleans(), seed=st.integers(0, 2**31))
+@given(n=st.integers(1, 300), bs=st.integers(1, 70), drop_last=st.booleans(), seed=st.integers(0, 2**31))
 def test_each_sample_once_per_epoch_fast_path(n, bs, drop_last, seed):
-    dl = DataLoader(ArrayDataset(np.arange(n), -np.arange(n)), batch_size=bs, shuffle=True, drop_last=drop_last, seed=seed)
+    dl = DataLoader(ArrayDataset(np.arange(n), -np.arange(n)), batch_size=bs, shuffle=True, drop_last=drop_last,
+                    generator=fs.Generator().manual_seed(seed))
     seen = [xb.numpy() for xb, yb in dl]
     for xb, yb in dl: np.testing.assert_array_equal(yb.numpy(), -xb.numpy())       # rows stay paired
     seen = np.concatenate(seen) if seen else np.array([], int)
@@ -669,14 +675,15 @@ def epochs(dl, k=3): return [[xb.numpy().tolist() for xb, _ in dl] for _ in rang
 
 def test_shuffle_reproducible_and_different_per_epoch():
     ds = ArrayDataset(np.arange(50), np.arange(50))
-    a = epochs(DataLoader(ds, batch_size=8, shuffle=True, seed=123))
-    b = epochs(DataLoader(ds, batch_size=8, shuffle=True, seed=123))
-    c = epochs(DataLoader(ds, batch_size=8, shuffle=True, seed=124))
+    a = epochs(DataLoader(ds, batch_size=8, shuffle=True, generator=fs.Generator().manual_seed(123)))
+    b = epochs(DataLoader(ds, batch_size=8, shuffle=True, generator=fs.Generator().manual_seed(123)))
+    c = epochs(DataLoader(ds, batch_size=8, shuffle=True, generator=fs.Generator().manual_seed(124)))
     assert a == b and a != c
     assert a[0] != a[1] and a[1] != a[2] and a[0] != a[2]
     assert all(sorted(sum(e, [])) == list(range(50)) for e in a)
     g1, g2 = np.random.default_rng(7), np.random.default_rng(7)
-    assert epochs(DataLoader(ds, batch_size=8, shuffle=True, seed=g1)) == epochs(DataLoader(ds, batch_size=8, shuffle=True, seed=g2))
+    assert epochs(DataLoader(ds, batch_size=8, shuffle=True, seed=g1)) == epochs(DataLoader(ds, batch_size=8, shuffle=True, generator=g2))
+    assert epochs(DataLoader(ds, batch_size=8, shuffle=True, seed=123)) == a        # seed= is short for a seeded generator
     assert epochs(DataLoader(ds, batch_size=8))[0] == [list(range(i, min(i + 8, 50))) for i in range(0, 50, 8)]
 
 
@@ -709,16 +716,16 @@ def test_shuffle_draws_from_the_global_generator_at_each_epoch_like_torch():
 
 def test_a_loader_with_its_own_seed_ignores_the_global_generator():
     ds = ArrayDataset(np.arange(40), np.arange(40))
-    fs.manual_seed(0); a = epochs(DataLoader(ds, batch_size=8, shuffle=True, seed=3))
-    fs.manual_seed(1); fs.rand(5); b = epochs(DataLoader(ds, batch_size=8, shuffle=True, seed=3))
+    fs.manual_seed(0); a = epochs(DataLoader(ds, batch_size=8, shuffle=True, generator=fs.Generator().manual_seed(3)))
+    fs.manual_seed(1); fs.rand(5); b = epochs(DataLoader(ds, batch_size=8, shuffle=True, generator=fs.Generator().manual_seed(3)))
     assert a == b
 
 
-def test_shuffled_is_a_permutation_from_either_generator():
+def test_random_sampler_is_a_permutation_from_either_generator():
     fs.manual_seed(2)
-    assert sorted(shuffled(100).tolist()) == list(range(100))
-    assert shuffled(10, np.random.default_rng(1)).tolist() == np.random.default_rng(1).permutation(10).tolist()
-    assert shuffled(0).tolist() == []
+    assert sorted(RandomSampler(range(100))) == list(range(100))
+    assert list(RandomSampler(range(10), generator=np.random.default_rng(1))) == np.random.default_rng(1).permutation(10).tolist()
+    assert list(RandomSampler(range(10), generator=fs.Generator().manual_seed(1))) == np.random.default_rng(1).permutation(10).tolist()
 
 
 @pytest.mark.parametrize('bad', [-1, 1.5, True, '3', [1, 2]])
@@ -752,10 +759,10 @@ def test_fast_path_equals_sample_by_sample():
     rng = np.random.default_rng(1)
     ds = ArrayDataset(rng.standard_normal((37, 3, 2)).astype(np.float32), rng.integers(0, 5, 37), rng.random(37) > 0.5)
     fast = list(DataLoader(ds, batch_size=5, shuffle=True, seed=3))
-    slow = list(DataLoader(ds, batch_size=5, shuffle=True, seed=3, collate_fn=default_collate))
+    slow = list(DataLoader(ds, batch_size=5, shuffle=True, seed=3, collate_fn=lambda samples: default_collate(samples)))
     assert len(fast) == len(slow) == 8
     for f, s in zip(fast, slow):
-        assert type(f) is type(s) is tuple and len(f) == 3
+        assert type(f) is type(s) is list and len(f) == 3          # torch collates tuples into lists
         for a, b in zip(f, s):
             assert a.dtype == b.dtype and a.shape == b.shape
             np.testing.assert_array_equal(a.numpy(), b.numpy())
@@ -812,7 +819,7 @@ def test_default_collate_ragged_tuples():
 
 def test_default_convert():
     out = default_convert({'a': (np.zeros(2, np.float32), [np.arange(3)]), 'b': 'text'})
-    assert isinstance(out['a'], tuple) and isinstance(out['a'][0], Tensor) and isinstance(out['a'][1][0], Tensor)
+    assert isinstance(out['a'], list) and isinstance(out['a'][0], Tensor) and isinstance(out['a'][1][0], Tensor)
     assert out['a'][1][0].dtype == np.int64 and out['b'] == 'text'
 
 
@@ -822,14 +829,14 @@ def test_custom_collate_fn_gets_the_samples():
     assert [(int(a), int(b)) for a, b in first] == [(0, 0), (1, 10), (2, 20), (3, 30)]
 
 
-def test_batch_indices():
-    assert [b.tolist() for b in batch_indices(7, 3)] == [[0, 1, 2], [3, 4, 5], [6]]
-    assert [b.tolist() for b in batch_indices(7, 3, drop_last=True)] == [[0, 1, 2], [3, 4, 5]]
-    assert [b.tolist() for b in batch_indices(4, 2, order=[3, 1, 0, 2])] == [[3, 1], [0, 2]]
-    assert batch_indices(0, 3) == [] and batch_indices(2, 3, drop_last=True) == []
+def test_batch_sampler():
+    assert list(BatchSampler(range(7), 3, False)) == [[0, 1, 2], [3, 4, 5], [6]]
+    assert list(BatchSampler(range(7), 3, True)) == [[0, 1, 2], [3, 4, 5]]
+    assert list(BatchSampler([3, 1, 0, 2], 2, False)) == [[3, 1], [0, 2]]
+    assert list(BatchSampler(range(0), 3, False)) == [] and list(BatchSampler(range(2), 3, True)) == []
 
 
-@pytest.mark.parametrize('bad', [0, -1, 1.5, True, None, '4'])
+@pytest.mark.parametrize('bad', [0, -1, 1.5, True, '4', np.int64(4)])
 def test_bad_batch_size(bad):
     with pytest.raises(ValueError, match=f'batch_size should be a positive integer value, but got batch_size={bad}'):
         DataLoader(ArrayDataset(np.arange(4)), batch_size=bad)

@@ -571,36 +571,49 @@ def test_cli_plot_is_written_atomically(tmp_path):
 
 # ---------------------------------------------------------------- the schedule and the defaults
 
-@pytest.mark.parametrize('total, max_lr, pct, div, final', [
-    (625, 0.2, 0.3, 25.0, 1e4), (10, 1.0, 0.3, 25.0, 1e4), (7, 0.5, 0.5, 10.0, 100.0), (100, 0.01, 0.1, 5.0, 1e3),
-    (1, 0.2, 0.3, 25.0, 1e4), (2, 0.2, 0.3, 25.0, 1e4), (33, 3.0, 0.25, 25.0, 1e4)])
-def test_one_cycle_lr_equals_torch(total, max_lr, pct, div, final):
-    w = torch.zeros(1, requires_grad=True)
-    opt = torch.optim.SGD([w], lr=max_lr)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=max_lr, total_steps=total, pct_start=pct, div_factor=div,
-                                                final_div_factor=final, cycle_momentum=False)
-    theirs = []
+@pytest.mark.parametrize('total, max_lr', [(625, 0.3), (10, 1.0), (7, 0.5), (1, 0.2), (2, 0.2), (33, 3.0)])
+def test_the_one_cycle_schedule_sets_torchs_rates_and_leaves_the_momentum_alone(total, max_lr):
+    opt, sched = cli.make_optimizer([fs.zeros(1, requires_grad=True)], max_lr, 'one-cycle', total)
+    topt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=max_lr)
+    tsched = torch.optim.lr_scheduler.OneCycleLR(topt, max_lr=max_lr, total_steps=total, cycle_momentum=False)
+    ours, theirs = [], []
     for _ in range(total):
-        theirs.append(opt.param_groups[0]['lr']); opt.step(); sched.step()
-    ours = [cli.one_cycle_lr(s, total, max_lr, pct, div, final) for s in range(total)]
-    check_close(ours, theirs, rtol=1e-12, atol=1e-15, name='learning rates')
+        for o, s, out in ((opt, sched, ours), (topt, tsched, theirs)):
+            out.append((o.param_groups[0]['lr'], o.param_groups[0]['momentum'])); o.step(); s.step()
+    assert ours == theirs and all(m == 0 for _, m in ours)
+    constant, none = cli.make_optimizer([fs.zeros(1, requires_grad=True)], max_lr, 'constant', total)
+    assert none is None and constant.param_groups[0]['lr'] == max_lr and constant.param_groups[0]['momentum'] == 0
 
 
-def test_one_cycle_sgd_trains_like_torch_and_stops_at_its_end():
+def test_fit_steps_the_scheduler_like_torch_and_the_cycle_stops_at_its_end():
+    x, y = blobs(80)
     fs.manual_seed(0)
-    model = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3))
-    tm = torch_copy(model, torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.ReLU(), torch.nn.Linear(4, 3)))
-    opt = cli.OneCycleSGD(model.parameters(), max_lr=0.5, total_steps=20)
+    model = nn.Sequential(nn.Linear(2, 4), nn.ReLU(), nn.Linear(4, 2))
+    tm = torch_copy(model, torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2)))
+    opt, sched = cli.make_optimizer(model.parameters(), 0.5, 'one-cycle', 20)
     topt = torch.optim.SGD(tm.parameters(), lr=0.5)
-    sched = torch.optim.lr_scheduler.OneCycleLR(topt, max_lr=0.5, total_steps=20, cycle_momentum=False)
-    x, y = np.random.default_rng(0).standard_normal((20, 8, 5)).astype(np.float32), np.random.default_rng(1).integers(0, 3, (20, 8))
-    for xb, yb in zip(x, y):
-        nn.CrossEntropyLoss()(model(fs.tensor(xb)), fs.tensor(yb)).backward(); opt.step(); opt.zero_grad()
-        torch.nn.CrossEntropyLoss()(tm(torch.tensor(xb)), torch.tensor(yb)).backward(); topt.step(); topt.zero_grad(); sched.step()
+    tsched = torch.optim.lr_scheduler.OneCycleLR(topt, max_lr=0.5, total_steps=20, cycle_momentum=False)
+    h = fit(model, nn.CrossEntropyLoss(), opt, DataLoader(ArrayDataset(x, y), 8), epochs=2, progress=False, scheduler=sched)
+    th = fit(tm, torch.nn.CrossEntropyLoss(), topt, DataLoader(ArrayDataset(x, y), 8, collate_fn=default_collate), epochs=2,
+             progress=False, scheduler=tsched)
+    check_close(h.train_loss, th.train_loss, rtol=1e-5, atol=1e-6, name='losses')
     for (k, v), tv in zip(model.state_dict().items(), tm.state_dict().values()): check_close(v, tv, rtol=1e-5, atol=1e-6, name=k)
-    with pytest.raises(ValueError) as ours: opt.step()
-    with pytest.raises(ValueError) as theirs: sched.step()
+    assert sched.last_epoch == tsched.last_epoch == 20 and sched.get_last_lr() == tsched.get_last_lr()
+    with pytest.raises(ValueError) as ours: sched.step()
+    with pytest.raises(ValueError) as theirs: tsched.step()
     assert str(ours.value) == 'Tried to step 21 times. The specified number of total steps is 20' == str(theirs.value)
+
+
+def test_train_epoch_steps_the_scheduler_after_each_optimizer_step():
+    x, y = line_data(30)
+    model = nn.Linear(1, 1)
+    opt = optim.SGD(model.parameters(), lr=1.0)
+    sched = fs.optim.lr_scheduler.LambdaLR(opt, lambda t: 0.5 ** t)
+    seen = []
+    class Watch:
+        def step(self): seen.append(opt.param_groups[0]['lr']); sched.step()
+    train_epoch(model, nn.MSELoss(), opt, DataLoader(ArrayDataset(x, y), 10), Watch())
+    assert seen == [1.0, 0.5, 0.25] and opt.param_groups[0]['lr'] == 0.125
 
 
 def test_cli_defaults_reach_the_target_and_the_readme_shows_them():
