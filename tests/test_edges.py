@@ -390,6 +390,17 @@ def _grad_of_grad(x):
     return leaf.grad * x
 
 
+def _hooked_linear(x, w):
+    "`x @ w.T` through a module whose backward hooks scale the gradients: the hooks' identity Functions in the graph."
+    lib = fs if isinstance(x, Tensor) else torch
+    class Lin(lib.nn.Module):
+        def forward(self, a, b): return a @ b.T
+    m = Lin()
+    m.register_full_backward_pre_hook(lambda mod, go: (go[0] * 2,))
+    m.register_full_backward_hook(lambda mod, gi, go: (gi[0] * 3, gi[1]))
+    return m(x * x, w)
+
+
 EVERY_FUNCTION = {   # the Function class it exercises: (expression, input shapes, kind of values)
     'Reshape': (lambda x: x.reshape(4, 3) ** 2, [(3, 4)]), 'Permute': (lambda x: x.permute(1, 0) ** 3, [(3, 4)]),
     'Clone': (lambda x: x.clone() * x, [(3, 4)]), 'Sum': (lambda x: x.sum(0) ** 2, [(3, 4)]),
@@ -424,6 +435,13 @@ EVERY_FUNCTION = {   # the Function class it exercises: (expression, input shape
     'LinearFunction': FUSED_SECOND['linear'], 'NLLLossFunction': (lambda x, t: F.nll_loss(x, t) if isinstance(x, Tensor)
                                                                   else TF.nll_loss(x, t), [(4, 3), 'target']),
     'CrossEntropyFunction': (lambda x, t: torch_or_ours(F.cross_entropy, TF.cross_entropy)(x * x, t), [(4, 3), 'target']),
+    'Erf': (lambda x: torch_or_ours(F.Erf.apply, torch.erf)(x) * x, [(3, 4)]),
+    'GELUFunction': (lambda x: torch_or_ours(F.gelu, TF.gelu)(x) * x + torch_or_ours(F.gelu, TF.gelu)(x, approximate='tanh'), [(3, 4)]),
+    'BinaryCrossEntropyFunction': (lambda x, t: torch_or_ours(F.binary_cross_entropy, TF.binary_cross_entropy)(
+        x.sigmoid(), t.sigmoid(), reduction='none') * x, [(3, 4), (3, 4)]),
+    'BinaryCrossEntropyWithLogitsFunction': (lambda x, t: torch_or_ours(F.binary_cross_entropy_with_logits, TF.binary_cross_entropy_with_logits)(
+        x * 3, t.sigmoid(), pos_weight=t.detach().exp()) * x, [(3, 4), (3, 4)]),
+    'BackwardHookFunction': (lambda x, w: _hooked_linear(x, w) ** 3, [(3, 4), (2, 4)]),
 }
 
 
