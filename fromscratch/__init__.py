@@ -3,15 +3,22 @@
 This file is written by hand (nbdev exports every other module from its notebook in nbs/). It gathers
 PyTorch's public names, so that `import fromscratch as fs` reads like `import torch as torch`, and it
 imports numpy-only modules: torch, matplotlib and tqdm are imported inside the functions that need them.
+`fs.float`, `fs.int`, `fs.bool`, `fs.all`, `fs.any`, `fs.sum`, ... shadow Python's built-ins of the same
+names inside this namespace, as in torch's.
 """
 __version__ = "0.1.0"
 
-from .core import (Tensor, tensor, zeros, ones, empty, full, rand, randn, randint, arange, linspace,
-                   zeros_like, ones_like, empty_like, full_like, rand_like, randn_like, manual_seed, Generator, default_generator,
-                   no_grad, enable_grad, set_grad_enabled, is_grad_enabled, result_type,
-                   float16, float32, float64, half, double, int8, int16, int32, int64, long, uint8, bool)
-from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, maximum, minimum, softmax, log_softmax,
-                  sum, mean, max, min, argmax, argmin, var, std, norm, exp, log, sqrt, abs, relu, sigmoid, tanh,
-                  clamp, clamp_min, pow, logsumexp, sign)
+from .core import (Tensor, tensor, zeros, ones, empty, full, rand, randn, randint, arange, linspace, eye, normal,
+                   zeros_like, ones_like, empty_like, full_like, rand_like, randn_like, as_tensor, from_numpy,
+                   manual_seed, Generator, default_generator, no_grad, enable_grad, set_grad_enabled, is_grad_enabled, result_type,
+                   is_tensor, Size, get_default_dtype, set_default_dtype,
+                   device, set_default_device, get_default_device, cuda, backends,
+                   float16, float32, float64, half, float, double, int8, int16, int32, int64, short, int, long,
+                   uint8, bool)
+from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, dot, mm, bmm, outer, maximum, minimum,
+                  softmax, log_softmax, sum, mean, prod, cumsum, max, min, argmax, argmin, var, std, norm, all, any,
+                  exp, log, sqrt, rsqrt, abs, relu, sigmoid, tanh, sin, cos, square, log1p, expm1, clamp, clamp_min,
+                  clamp_max, pow, floor_divide, logsumexp, sign, isnan, isinf, isfinite, allclose, equal,
+                  repeat, swapaxes, swapdims)
 from . import autograd, nn, optim, utils, data
 from .serialization import save, load

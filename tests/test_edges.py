@@ -432,6 +432,11 @@ EVERY_FUNCTION = {   # the Function class it exercises: (expression, input shape
     'Einsum': (lambda a, b: _einsum('ij,jk->ik', a, b) ** 2 + _einsum('ii->i', a[:, :2] * a[:, :2]).sum(), [(2, 3), (3, 4)]),
     'LogSumExp': (lambda x: x.logsumexp(1) * x.logsumexp((0, 1)), [(3, 4)]), 'Sign': (lambda x: x.sign() * x * x, [(3, 4)], 'grid'),
     'CopyGrad': (_grad_of_grad, [(3, 4)]),
+    'Sin': (lambda x: x.sin() * x, [(3, 4)]), 'Cos': (lambda x: x.cos() * x, [(3, 4)]),
+    'Log1p': (lambda x: x.log1p(), [(3, 4)], 'pos'), 'Expm1': (lambda x: x.expm1() * x, [(3, 4)]),
+    'Rsqrt': (lambda x: x.rsqrt(), [(3, 4)], 'pos'), 'Prod': (lambda x: x.prod(1) * x.prod() , [(3, 4)], 'grid'),
+    'Cumsum': (lambda x: x.cumsum(1) ** 2, [(3, 4)]), 'Repeat': (lambda x: x.repeat(2, 1, 3) ** 2, [(3, 4)]),
+    'FloorDivide': (lambda x: (x.detach() // 0.3) * x * x, [(3, 4)]),   # no derivative (a backward through it raises)
     'LinearFunction': FUSED_SECOND['linear'], 'NLLLossFunction': (lambda x, t: F.nll_loss(x, t) if isinstance(x, Tensor)
                                                                   else TF.nll_loss(x, t), [(4, 3), 'target']),
     'CrossEntropyFunction': (lambda x, t: torch_or_ours(F.cross_entropy, TF.cross_entropy)(x * x, t), [(4, 3), 'target']),
