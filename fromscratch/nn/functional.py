@@ -180,9 +180,12 @@ def _onehot(t, valid, n_classes, dtype):
     return out
 
 # %% ../../nbs/09_functional.ipynb
-def _class_scale(picked, valid, reduction, weight=None):
+def _class_scale(picked, valid, reduction, weight=None, every=False):
     "Each row's factor in the reduced loss (its class weight, 0 if ignored, over their total for 'mean'), and the same without the weight."
     if reduction not in ('mean', 'sum', 'none'): raise ValueError(f"{reduction} is not a valid value for reduction")
+    if every and weight is None and len(valid):               # every row counts once: one constant, no passes over the rows
+        norm = np.full(len(valid), 1 / len(valid) if reduction == 'mean' else 1.0)
+        return norm, norm
     row_weight = None if weight is None else weight[picked].astype(np.float64)
     norm = valid.astype(np.float64)
     if reduction == 'mean' and valid.any():
@@ -190,9 +193,9 @@ def _class_scale(picked, valid, reduction, weight=None):
         norm = norm / total if total else np.where(valid, np.nan, 0.0)
     return (norm if row_weight is None else norm * row_weight), norm
 
-def _class_output(losses, valid, reduction, dtype):
+def _class_output(losses, valid, reduction, dtype, every=False):
     "The loss tensor: the scaled per-row `losses` for 'none', else their sum (nan for a mean over no rows)."
-    out = losses if reduction == 'none' else losses.sum() if reduction == 'sum' or valid.any() else np.nan
+    out = losses if reduction == 'none' else losses.sum() if reduction == 'sum' or (every and len(valid)) or valid.any() else np.nan
     return Tensor(np.asarray(out, dtype=dtype))
 
 # %% ../../nbs/09_functional.ipynb
@@ -245,19 +248,21 @@ class CrossEntropyFunction(Function):
     @staticmethod
     def forward(ctx, input, t, ignore_index, reduction, weight=None, label_smoothing=0.0):
         valid, rows = t != ignore_index, np.arange(len(t))
-        picked = np.where(valid, t, 0)
-        scale, norm = _class_scale(picked, valid, reduction, weight)
+        every = valid.all()                          # usually no target is ignored: no masking passes then
+        picked = t if every else np.where(valid, t, 0)
+        scale, norm = _class_scale(picked, valid, reduction, weight, every)
         smoothing = LabelSmoothing(label_smoothing, weight, input.shape[1], norm) if label_smoothing else None
         if smoothing: scale = scale * (1 - label_smoothing)
         with np.errstate(invalid='ignore', divide='ignore'):   # a row of -inf gives nan, as in PyTorch
             z = input.array - input.array.max(axis=1, keepdims=True)
             e = np.exp(z)
             s = e.sum(axis=1, keepdims=True)
-            losses = np.where(valid, (np.log(s[:, 0]) - z[rows, picked]) * scale, 0)
+            losses = (np.log(s[:, 0]) - z[rows, picked]) * scale
+            if not every: losses = np.where(valid, losses, 0)
             if smoothing: losses = losses + smoothing.losses(np.log(s) - z, valid)
         ctx.save_for_backward(input, Tensor(e / s))
         ctx.t, ctx.valid, ctx.scale, ctx.reduction, ctx.smoothing = t, valid, scale, reduction, smoothing
-        return _class_output(losses, valid, reduction, input.dtype)
+        return _class_output(losses, valid, reduction, input.dtype, every)
 
 # %% ../../nbs/09_functional.ipynb
 def _cross_entropy_backward(ctx, grad_output):
