@@ -1261,8 +1261,9 @@ def prod_others(x, out, dims):
     "For each element of `x`, the product of the others along `dims`: out / x, or without a division where `x` has zeros."
     if not np.any(x.array == 0): return out / x
     rest = [d for d in range(x.array.ndim) if d not in dims]
-    order, flip = rest + list(dims), (Ellipsis, slice(None, None, -1))
+    order = rest + list(dims)
     v = x.permute(order).reshape(tuple(x.shape[d] for d in rest) + (-1,))   # the reduced elements along the last axis
+    flip = (Ellipsis, np.arange(v.shape[-1] - 1, -1, -1))                  # reversed, by indexing (no negative steps)
     others = products_before(v) * products_before(v[flip])[flip]           # the product before times the product after
     return others.reshape(tuple(x.shape[d] for d in order)).permute(tuple(np.argsort(order).tolist()))
 
@@ -1296,7 +1297,7 @@ class Cumsum(Function):
     @staticmethod
     def backward(ctx, grad_output):
         if ctx.dim is None: return grad_output, None
-        flip = (slice(None),) * ctx.dim + (slice(None, None, -1),)
+        flip = (slice(None),) * ctx.dim + (np.arange(grad_output.shape[ctx.dim] - 1, -1, -1),)   # reversed, by indexing
         return cumsum_of(grad_output[flip], ctx.dim)[flip], None
 
 # %% ../nbs/07_ops.ipynb
