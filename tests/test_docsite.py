@@ -261,14 +261,18 @@ def test_new_notebook_appears_in_the_sidebar():
         nbformat.write(extra, nbs / '99_extra_lesson.ipynb')
         out = tmp / 'site'
         pages = docsite.build(out, nbs, quiet=True)
-        assert [p.url for p in pages][-1] == 'extra_lesson.html'
+        urls = [p.url for p in pages]
+        names = sorted(f.name for f in nbs.glob('*.ipynb') if f.name != 'index.ipynb')
+        k = urls.index('extra_lesson.html')
+        assert k == 1 + names.index('99_extra_lesson.ipynb')          # the index first, then in file order
         assert len(pages) == len(list(nbs.glob('*.ipynb')))
         for p in pages:
             assert 'href="extra_lesson.html"' in (out / p.url).read_text(), p.url
         html = (out / 'extra_lesson.html').read_text()
         assert '<h1>An extra lesson</h1>' in html and '42' in html and 'tex-svg-full.js' in html
-        assert f'href="{pages[-2].url}" rel="prev"' in html
-        assert 'href="extra_lesson.html" rel="next"' in (out / pages[-2].url).read_text()
+        assert f'href="{pages[k - 1].url}" rel="prev"' in html
+        assert 'href="extra_lesson.html" rel="next"' in (out / pages[k - 1].url).read_text()
+        if k + 1 < len(pages): assert f'href="{pages[k + 1].url}" rel="next"' in html
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
