@@ -234,7 +234,7 @@ def not_numbers(data, a):
     if a.dtype.kind in 'SU':
         if a.ndim == 0: return TypeError(f"new(): invalid data type '{type(data).__name__}'")
         return ValueError(f"too many dimensions '{'str' if a.dtype.kind == 'U' else 'bytes'}'")
-    odd = next(v for v in a.flat if not isinstance(v, (int, float, complex, np.number)))
+    odd = next(v for v in a.flat if not isinstance(v, (builtins.int, builtins.float, complex, np.number)))
     return RuntimeError(f"Could not infer dtype of {type(odd).__name__}")
 
 # %% ../nbs/06_tensor.ipynb

@@ -1488,7 +1488,7 @@ def put(array, idx, value):
     try: array[idx] = v
     except ValueError:
         target, vshape = array[idx].shape, np.shape(v)
-        if any(isinstance(i, np.ndarray) for i in (idx if isinstance(idx, tuple) else (idx,))):
+        if builtins.any(isinstance(i, np.ndarray) for i in (idx if isinstance(idx, tuple) else (idx,))):
             raise RuntimeError(f"shape mismatch: value tensor of shape {list(vshape)} cannot be broadcast to "
                                f"indexing result of shape {list(target)}") from None
         while vshape and vshape[0] == 1: vshape = vshape[1:]   # leading 1s are dropped, then the value expanded
