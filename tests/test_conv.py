@@ -304,3 +304,49 @@ def test_small_cnn_step_for_step_like_torch():
         for (n, p), (_, tp) in zip(ours.named_parameters(), theirs.named_parameters()): check_close(p.grad, tp.grad, rtol=1e-9, atol=1e-12, name=n)
         opt.step(); topt.step()
     for (n, p), (_, tp) in zip(ours.named_parameters(), theirs.named_parameters()): check_close(p, tp, rtol=1e-9, atol=1e-12, name=n)
+
+
+def torch_mnist_cnn():
+    "`fromscratch.train.mnist_cnn`, layer for layer, in torch."
+    T = torch.nn
+    def block(c_in, c_out, k, **kw): return [T.Conv2d(c_in, c_out, k, bias=False, **kw), T.BatchNorm2d(c_out), T.ReLU()]
+    return T.Sequential(T.Unflatten(1, (1, 28, 28)), *block(1, 16, 5, padding=2), T.MaxPool2d(2), *block(16, 32, 3, padding=1),
+                        T.MaxPool2d(2), *block(32, 64, 3, stride=2, padding=1), T.Flatten(), T.Linear(64 * 4 * 4, 10))
+
+
+def test_mnist_cnn_step_for_step_like_torch_in_float64():
+    "The CLI's CNN, its optimizer and one-cycle schedule: 6 steps on MNIST batches give torch's losses, gradients and weights."
+    from fromscratch.train import MODELS, make_optimizer
+    from fromscratch.training import mnist_datasets
+    train_ds, _ = mnist_datasets(train_size=6 * 32)
+    choice = MODELS['cnn']
+    fs.manual_seed(0)
+    ours, theirs = choice.build().to(fs.float64), torch_mnist_cnn().double()
+    copy_module(ours, theirs)
+    opt, sched = make_optimizer(ours.parameters(), choice.lr, 'one-cycle', 6, choice.momentum)
+    topt = torch.optim.SGD(theirs.parameters(), lr=choice.lr, momentum=choice.momentum)
+    tsched = torch.optim.lr_scheduler.OneCycleLR(topt, max_lr=choice.lr, total_steps=6, cycle_momentum=False)
+    x_all, y_all = train_ds[:]
+    for step in range(6):
+        x, y = np.asarray(x_all[step * 32:(step + 1) * 32], np.float64), np.asarray(y_all[step * 32:(step + 1) * 32])
+        loss = F.cross_entropy(ours(fs.tensor(x)), fs.tensor(y))
+        tloss = TF.cross_entropy(theirs(torch.tensor(x)), torch.tensor(y))
+        check_close(loss, tloss, rtol=1e-10, name=f'loss at step {step}')
+        opt.zero_grad(); topt.zero_grad(); loss.backward(); tloss.backward()
+        for (n, p), (_, tp) in zip(ours.named_parameters(), theirs.named_parameters()):
+            check_close(p.grad, tp.grad, rtol=1e-8, atol=1e-12, name=f'{n}.grad at step {step}')
+        opt.step(); topt.step(); sched.step(); tsched.step()
+    for (n, p), (_, tp) in zip(ours.state_dict().items(), theirs.state_dict().items()):
+        check_close(p, tp, rtol=1e-8, atol=1e-12, name=n)
+    ours.eval(); theirs.eval()
+    check_close(ours(fs.tensor(np.asarray(x_all[:64], np.float64))), theirs(torch.tensor(np.asarray(x_all[:64], np.float64))), rtol=1e-8, atol=1e-10)
+
+
+def test_cli_cnn_reaches_the_target():
+    import re, subprocess, sys
+    r = subprocess.run([sys.executable, '-m', 'fromscratch.train', '--model', 'cnn', '--progress', 'never'], capture_output=True,
+                       text=True, timeout=600, env={**__import__('os').environ, 'OPENBLAS_NUM_THREADS': '1'})
+    assert r.returncode == 0 and r.stderr == '', r.stderr
+    *epochs, last = r.stdout.splitlines()
+    m = re.fullmatch(r'accuracy=(\d\.\d{4}) loss=(\d+\.\d{4}) seconds=(\d+\.\d{2})', last)
+    assert m and len(epochs) == 6 and float(m.group(1)) >= 0.975, r.stdout

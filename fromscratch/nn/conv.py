@@ -300,17 +300,21 @@ def scatter_add(values, index, shape):
 
 # %% ../../nbs/14_conv.ipynb
 def max_pool_index(x, window):
-    "For each window over x (N, C, H, W), the flat position in x of its largest value (the first, if tied)."
+    "For each window over x (N, C, H, W), the position in its (H, W) plane of the window's largest value (the first, if tied)."
     (kh, kw), (sh, sw), ((pt, pb), (pl, pr)), (dh, dw) = window
-    n, c, h, w = x.shape
+    h, w = x.shape[2:]
     padded = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=-np.inf) if pt or pb or pl or pr else x
     ho, wo = window_out((h, w), window)
-    s = padded.strides
-    view = as_strided(padded, (n, c, ho, wo, kh, kw), (*s[:2], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw), writeable=False)
-    tap = view.reshape(n, c, ho, wo, kh * kw).argmax(-1)
+    best, tap = None, None
+    for t in range(kh * kw):                  # a loop over the kernel's taps: each one a strided view of the image
+        u, v = divmod(t, kw)
+        values = padded[:, :, u * dh: u * dh + sh * (ho - 1) + 1: sh, v * dw: v * dw + sw * (wo - 1) + 1: sw]
+        if best is None: best, tap = values.copy(), np.zeros(values.shape, np.intp); continue
+        better = values > best                # strictly: a tie keeps the earlier tap, as PyTorch does
+        np.copyto(best, values, where=better); np.copyto(tap, t, where=better)
     row = np.arange(ho)[:, None] * sh + (tap // kw) * dh - pt
     col = np.arange(wo) * sw + (tap % kw) * dw - pl
-    return row * w + col                                   # the position within each (H, W) plane, as PyTorch's indices
+    return row * w + col
 
 # %% ../../nbs/14_conv.ipynb
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
