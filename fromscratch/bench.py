@@ -4,19 +4,21 @@
 
 # %% auto 0
 __all__ = ['THREAD_VARS', 'OPENBLAS_OVERRIDES', 'PROCESSES', 'LADDER_SHAPES', 'LR', 'CONTENDERS', 'STEP_WORKERS', 'CHAIN_ENGINES',
-           'SHARE_LIMIT', 'STEP_TARGETS', 'NOTEBOOK_LIMIT', 'SETTINGS', 'WORKER_JOBS', 'PROG', 'worker_env',
-           'WorkerDied', 'Worker', 'run_worker', 'answer', 'blas_info', 'worker_torch', 'enter_process', 'matmul_job',
-           'mlp_problem', 'mlp_grads_numpy', 'numpy_step', 'library_step', 'make_step', 'time_steps', 'warm_up',
-           'step_job', 'step_worker', 'time_training_steps', 'step_ratios', 'round_ratios', 'chain_engine',
-           'chain_times', 'chain_calls', 'chain_job', 'memory_profile', 'flat_limit', 'is_flat', 'graph_alive',
-           'memory_job', 'tracked_per_step', 'gc_profile', 'gc_job', 'repo_root', 'time_notebooks', 'check_targets',
-           'format_report', 'system_info', 'run_benchmarks', 'plot_training_steps', 'json_object', 'make_parser',
-           'parse_args', 'fail', 'main']
+           'SHARE_LIMIT', 'CNN_LR', 'CNN_MOMENTUM', 'CNN_SIZES', 'STEP_TARGETS', 'NOTEBOOK_LIMIT', 'CNN_TARGET',
+           'SETTINGS', 'WORKER_JOBS', 'PROG', 'worker_env', 'WorkerDied', 'Worker', 'run_worker', 'answer', 'blas_info',
+           'worker_torch', 'enter_process', 'matmul_job', 'mlp_problem', 'mlp_grads_numpy', 'numpy_step',
+           'library_step', 'make_step', 'time_steps', 'warm_up', 'step_job', 'step_worker', 'time_training_steps',
+           'step_ratios', 'round_ratios', 'chain_engine', 'chain_times', 'chain_calls', 'chain_job', 'memory_profile',
+           'flat_limit', 'is_flat', 'graph_alive', 'memory_job', 'tracked_per_step', 'gc_profile', 'gc_job',
+           'repo_root', 'time_notebooks', 'cnn_problem', 'cnn_step', 'im2col_bytes', 'step_peak', 'cnn_job',
+           'check_targets', 'format_report', 'system_info', 'run_benchmarks', 'plot_training_steps', 'json_object',
+           'make_parser', 'parse_args', 'fail', 'main']
 
 # %% ../nbs/13_bench.ipynb
 import argparse
 import gc
 import json
+import math
 import os
 import platform
 import statistics
@@ -31,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from .data import write_atomically
-from .train import installed, number_type, output_problem
+from .nn import Conv2d
+from .train import installed, mnist_cnn, number_type, output_problem
 
 # %% ../nbs/13_bench.ipynb
 THREAD_VARS = ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS')
@@ -406,8 +409,79 @@ def time_notebooks(root=None):
     return {'seconds': time.perf_counter() - start, 'returncode': run.returncode, 'summary': lines[-1] if lines else ''}
 
 # %% ../nbs/13_bench.ipynb
+CNN_LR, CNN_MOMENTUM = 0.1, 0.9
+
+def cnn_problem(batch, size=28, seed=0):
+    "A fixed batch `(x, y)` of sample digits as `size`×`size` images, flattened, and the CNN's initial state (arrays by name)."
+    import fromscratch
+    x, y, _ = mlp_problem(batch, seed, sizes=(784, 1))
+    scale = size // 28
+    x = np.kron(x.reshape(batch, 28, 28), np.ones((scale, scale), np.float32)).reshape(batch, size * size)
+    fromscratch.manual_seed(seed)
+    return x, y, {k: v.numpy().copy() for k, v in mnist_cnn(size).state_dict().items()}
+
+# %% ../nbs/13_bench.ipynb
+def cnn_step(lib, x, y, state, size=28):
+    "A function that runs one SGD step (with momentum) of the CNN written with `lib` (torch or fromscratch); returns the loss."
+    model = mnist_cnn(size, layers=lib.nn)
+    model.load_state_dict({k: lib.tensor(v) for k, v in state.items()})
+    opt = lib.optim.SGD(model.parameters(), lr=CNN_LR, momentum=CNN_MOMENTUM)
+    xb, yb = lib.tensor(x), lib.tensor(y)
+    def step():
+        loss = lib.nn.functional.cross_entropy(model(xb), yb)
+        opt.zero_grad(); loss.backward(); opt.step()
+        return loss
+    return step
+
+# %% ../nbs/13_bench.ipynb
+def im2col_bytes(model, x):
+    "The bytes of each `Conv2d`'s im2col buffer in one forward of `model` on `x` (C·kh·kw × N·Ho·Wo values)."
+    sizes = []
+    def record(module, args, output):
+        n, c = args[0].shape[:2]
+        sizes.append(c // module.groups * math.prod(module.kernel_size) * module.groups * n * math.prod(output.shape[2:])
+                     * output.array.itemsize)
+    handles = [m.register_forward_hook(record) for m in model.modules() if isinstance(m, Conv2d)]
+    try: model(x)
+    finally:
+        for h in handles: h.remove()
+    return sizes
+
+def step_peak(step, warm=3):
+    "Bytes that one call of `step` allocates at its peak, above what was allocated before it (after `warm` calls)."
+    for _ in range(warm): step()
+    gc.collect(); tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]; step()
+        return tracemalloc.get_traced_memory()[1] - before
+    finally: tracemalloc.stop()
+
+# %% ../nbs/13_bench.ipynb
+CNN_SIZES = (28, 56)
+
+def cnn_job(spec):
+    "Worker job: seconds per CNN step, ours and torch, interleaved; im2col buffers and step peaks per image size."
+    import fromscratch
+    torch, batch = worker_torch(spec['threads']), spec['batch']
+    x, y, state = cnn_problem(batch)
+    steps = {'ours': cnn_step(fromscratch, x, y, state), 'torch': cnn_step(torch, x, y, state)}
+    ready = {c: warm_up(s) for c, s in steps.items()}
+    n, runs = {c: max(2, round(spec['round_time'] / r['estimate'])) for c, r in ready.items()}, {c: [] for c in steps}
+    for _ in range(spec['rounds']):
+        for c, s in steps.items(): runs[c].append(time_steps(s, n[c]))
+    memory = []
+    for size in spec.get('sizes', CNN_SIZES):
+        xs, ys, st = cnn_problem(batch, size)
+        memory.append({'size': size, 'im2col': im2col_bytes(mnist_cnn(size), fromscratch.tensor(xs)),
+                       'peak': step_peak(cnn_step(fromscratch, xs, ys, st, size))})
+    return {'batch': batch, 'first_loss': {c: r['loss'] for c, r in ready.items()},
+            'seconds': {c: statistics.median(r[0] for r in rs) for c, rs in runs.items()},
+            'cpu': {c: statistics.median(r[1] for r in rs) for c, rs in runs.items()}, 'memory': memory}
+
+# %% ../nbs/13_bench.ipynb
 STEP_TARGETS = ((64, 'ours/numpy', 1.2), (1024, 'ours/numpy', 1.03), (64, 'ours/torch', 0.7), (1024, 'ours/torch', 1.0))
 NOTEBOOK_LIMIT = 300.0
+CNN_TARGET = (64, 'ours/torch', 2.0)   # the CNN step: at most twice torch's time
 
 def check_targets(results):
     "(what, value, limit, passed) for each target the results can be checked against (steps: wall-clock ratios)."
@@ -424,6 +498,9 @@ def check_targets(results):
         checks.append((f"collector, notebook: full collections in {c['steps']} steps", c['collections'][2], 0))
         checks.append((f"collector, notebook: share of step time (%)", 100 * c['share'], 100 * SHARE_LIMIT))
     if results.get('notebooks'): checks.append(('notebook suite (seconds)', results['notebooks']['seconds'], NOTEBOOK_LIMIT))
+    if results.get('cnn'):
+        s = results['cnn']['seconds']
+        checks.append((f"CNN step, batch {CNN_TARGET[0]}, notebook: {CNN_TARGET[1]}", s['ours'] / s['torch'], CNN_TARGET[2]))
     return [(what, value, limit, value <= limit) for what, value, limit in checks]
 
 # %% ../nbs/13_bench.ipynb
@@ -520,6 +597,19 @@ def _target_lines(results):
     notes = ['   the same ratios in CPU time: ' + ', '.join(cpu)] if cpu else []
     return ['', 'targets (training step judged on the wall clock)'] + _table(('target', 'measured', 'limit', 'result'), rows) + notes if rows else []
 
+def _cnn_lines(results):
+    "Part 7 of the report: the CNN step against torch, and its memory at each image size."
+    c = results.get('cnn')
+    if not c: return []
+    from fromscratch.lessons.matmul import format_seconds
+    s, cpu = c['seconds'], c['cpu']
+    lines = ['', f"7. one CNN training step (14_conv's net: 3 conv-BN-ReLU, 2 max-pool, 1 linear; SGD with momentum), batch "
+             f"{c['batch']}, notebook process: ours {format_seconds(s['ours'])}, torch {format_seconds(s['torch'])}, "
+             f"ours/torch {s['ours'] / s['torch']:.2f} (CPU time: {cpu['ours'] / cpu['torch']:.2f})"]
+    rows = [(f"{m['size']}x{m['size']}", f"{max(m['im2col']) / 2**20:.2f}", f"{sum(m['im2col']) / 2**20:.2f}", f"{m['peak'] / 2**20:.2f}")
+            for m in c['memory']]
+    return lines + _table(('image', 'largest im2col (MiB)', 'all im2col (MiB)', 'peak per step (MiB)'), rows)
+
 # %% ../nbs/13_bench.ipynb
 def _header_lines(results):
     "The first lines of the report: versions, machine, threads, BLAS kernel and load."
@@ -541,7 +631,7 @@ def _footer_lines(results):
 def format_report(results):
     "The results as the text table the command prints."
     parts = (_header_lines, _ladder_lines, _step_lines, _overhead_lines, _memory_lines, _collector_lines, _notebook_lines,
-             _target_lines, _footer_lines)
+             _cnn_lines, _target_lines, _footer_lines)
     return '\n'.join(line for part in parts for line in part(results))
 
 # %% ../nbs/13_bench.ipynb
@@ -578,6 +668,8 @@ def run_benchmarks(quick=False, rounds=None, threads=1, notebooks=None, log=prin
     results['memory'] = {p: job('memory', p, steps=cfg['memory_steps'], window=cfg['memory_window']) for p in PROCESSES}
     log('cycle collector ...')
     results['collector'] = job('gc', 'notebook', steps=cfg['gc_steps'])
+    log('CNN training step ...')
+    results['cnn'] = job('cnn', 'notebook', batch=64, rounds=rounds, round_time=cfg['round_time'], sizes=CNN_SIZES)
     if notebooks and repo_root(): log('notebook suite (python -m pytest nbs) ...')
     results['notebooks'] = time_notebooks() if notebooks and repo_root() else None
     results['notebooks_skipped'] = None if results['notebooks'] else _skip_reason(quick, notebooks)
@@ -618,7 +710,7 @@ def plot_training_steps(steps, key='cpu'):
     return fig
 
 # %% ../nbs/13_bench.ipynb
-WORKER_JOBS = {'matmul': matmul_job, 'chain': chain_job, 'memory': memory_job, 'step': step_job, 'gc': gc_job}
+WORKER_JOBS = {'matmul': matmul_job, 'chain': chain_job, 'memory': memory_job, 'step': step_job, 'gc': gc_job, 'cnn': cnn_job}
 PROG = 'python -m fromscratch.bench'
 
 def json_object(text):

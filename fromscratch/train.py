@@ -45,12 +45,13 @@ def make_optimizer(params, lr, schedule, total_steps, momentum=0.0):
     return opt, OneCycleLR(opt, max_lr=lr, total_steps=total_steps, cycle_momentum=False)
 
 # %% ../nbs/12a_train.ipynb
-def mnist_cnn():
-    "A small CNN for 28×28 digits: conv-BN-ReLU-maxpool twice, a strided conv-BN-ReLU, one `Linear` (see `14_conv`)."
-    def block(c_in, c_out, k, **kw): return [nn.Conv2d(c_in, c_out, k, bias=False, **kw), nn.BatchNorm2d(c_out), nn.ReLU()]
-    return nn.Sequential(nn.Unflatten(1, (1, 28, 28)), *block(1, 16, 5, padding=2), nn.MaxPool2d(2),
-                         *block(16, 32, 3, padding=1), nn.MaxPool2d(2), *block(32, 64, 3, stride=2, padding=1),
-                         nn.Flatten(), nn.Linear(64 * 4 * 4, 10))
+def mnist_cnn(size=28, layers=nn):
+    "A small CNN for `size`×`size` digits: conv-BN-ReLU-maxpool twice, a strided conv-BN-ReLU, one `Linear` (`14_conv`)."
+    def block(c_in, c_out, k, **kw): return [layers.Conv2d(c_in, c_out, k, bias=False, **kw), layers.BatchNorm2d(c_out), layers.ReLU()]
+    side = (size // 4 - 1) // 2 + 1                       # after two poolings and the strided conv: 28 → 14 → 7 → 4
+    return layers.Sequential(layers.Unflatten(1, (1, size, size)), *block(1, 16, 5, padding=2), layers.MaxPool2d(2),
+                             *block(16, 32, 3, padding=1), layers.MaxPool2d(2), *block(32, 64, 3, stride=2, padding=1),
+                             layers.Flatten(), layers.Linear(64 * side * side, 10))
 
 ModelChoice = namedtuple('ModelChoice', 'build epochs batch_size lr momentum')
 MODELS = {'mlp': ModelChoice(mnist_mlp, epochs=5, batch_size=32, lr=0.3, momentum=0.0),

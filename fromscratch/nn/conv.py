@@ -80,7 +80,7 @@ class Col2im(Function):
     @staticmethod
     def forward(ctx, cols, shape, window):
         ctx.window = window
-        return Tensor(np.ascontiguousarray(col2im_array(cols.array, shape, window)))
+        return Tensor(col2im_array(cols.array, shape, window))
     @staticmethod
     def backward(ctx, grad_output): return im2col(grad_output, ctx.window), None, None
 
@@ -90,7 +90,7 @@ def im2col(x, window):
 
 def col2im(cols, shape, window):
     "`Col2im` for a tensor, `col2im_array` for an array."
-    return Col2im.apply(cols, tuple(shape), window) if isinstance(cols, Tensor) else np.ascontiguousarray(col2im_array(cols, shape, window))
+    return Col2im.apply(cols, tuple(shape), window) if isinstance(cols, Tensor) else col2im_array(cols, shape, window)
 
 # %% ../../nbs/14_conv.ipynb
 def permute(x, dims):
@@ -104,7 +104,7 @@ def swap_last(x):
 def grouped_rows(grad_output, groups):
     "Output-shaped (N, O, Ho, Wo) values as `groups` matrices (G, O/G, N*Ho*Wo), the layout of the convolution's product."
     n, o, ho, wo = grad_output.shape
-    return permute(grad_output.reshape(n, groups, o // groups, ho * wo), (1, 2, 0, 3)).reshape(groups, o // groups, n * ho * wo)
+    return permute(grad_output, (1, 0, 2, 3)).reshape(groups, o // groups, n * ho * wo)    # free if stored as (O, N, ...)
 
 # %% ../../nbs/14_conv.ipynb
 class Conv2dFunction(Function):
@@ -121,7 +121,7 @@ class Conv2dFunction(Function):
         if bias is not None: out = out + bias.array.reshape(o, 1, 1)
         ctx.window, ctx.groups = window, groups
         ctx.save_for_backward(input, weight)
-        return Tensor(np.ascontiguousarray(out))
+        return Tensor(out)       # stored channel-first (O, N, Ho, Wo): the next product reads it without a copy
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -133,7 +133,7 @@ class Conv2dFunction(Function):
         grad_input = col2im((swap_last(w) @ rows).reshape(g * cg * kh * kw, -1), input.shape, ctx.window) if needs[0] else None
         grad_weight = None
         if needs[1]:
-            cols = im2col(input, ctx.window).reshape(g, cg * kh * kw, -1)
+            cols = im2col(input, ctx.window).reshape(g, cg * kh * kw, -1)     # made again: not kept from the forward
             grad_weight = (rows @ swap_last(cols)).reshape(weight.shape)
         grad_bias = grad_output.sum((0, 2, 3)) if needs[2] else None
         return grad_input, grad_weight, grad_bias, None, None
@@ -305,16 +305,14 @@ def max_pool_index(x, window):
     h, w = x.shape[2:]
     padded = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=-np.inf) if pt or pb or pl or pr else x
     ho, wo = window_out((h, w), window)
-    best, tap = None, None
     for t in range(kh * kw):                  # a loop over the kernel's taps: each one a strided view of the image
         u, v = divmod(t, kw)
         values = padded[:, :, u * dh: u * dh + sh * (ho - 1) + 1: sh, v * dw: v * dw + sw * (wo - 1) + 1: sw]
-        if best is None: best, tap = values.copy(), np.zeros(values.shape, np.intp); continue
-        better = values > best                # strictly: a tie keeps the earlier tap, as PyTorch does
-        np.copyto(best, values, where=better); np.copyto(tap, t, where=better)
-    row = np.arange(ho)[:, None] * sh + (tap // kw) * dh - pt
-    col = np.arange(wo) * sw + (tap % kw) * dw - pl
-    return row * w + col
+        if t == 0: best, tap = values.copy(), np.zeros(values.shape, np.int32); continue
+        tap = np.where(values > best, np.int32(t), tap)    # strictly larger: a tie keeps the earlier tap, as in PyTorch
+        np.maximum(best, values, out=best)
+    offset = np.array([(t // kw) * dh * w + (t % kw) * dw for t in range(kh * kw)])     # each tap's place in the plane
+    return (np.arange(ho)[:, None] * sh - pt) * w + (np.arange(wo) * sw - pl) + offset[tap]
 
 # %% ../../nbs/14_conv.ipynb
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
