@@ -350,3 +350,27 @@ def test_cli_cnn_reaches_the_target():
     *epochs, last = r.stdout.splitlines()
     m = re.fullmatch(r'accuracy=(\d\.\d{4}) loss=(\d+\.\d{4}) seconds=(\d+\.\d{2})', last)
     assert m and len(epochs) == 6 and float(m.group(1)) >= 0.975, r.stdout
+
+
+@pytest.mark.parametrize('shape', [(6, 3), (4, 3, 5), (2, 3, 4, 5)])
+@pytest.mark.parametrize('affine', [(True, True), (True, False), (False, False)])
+@pytest.mark.parametrize('dtype', [np.float64, np.float32])
+def test_functional_batch_norm_training_matches_torch(shape, affine, dtype):
+    "The fused training-mode `F.batch_norm`: output, gradients of input, weight and bias, and the running statistics."
+    arrays = [(RNG.standard_normal(shape) * 3 + 1).astype(dtype)]
+    if affine[0]: arrays.append(RNG.standard_normal(shape[1]).astype(dtype))
+    if affine[1]: arrays.append(RNG.standard_normal(shape[1]).astype(dtype))
+    stats = [np.zeros(shape[1], dtype), np.ones(shape[1], dtype)]
+    ours_stats, torch_stats = [fs.tensor(s) for s in stats], [torch.tensor(s) for s in stats]
+    def ours(x, *wb): return F.batch_norm(x, *ours_stats, *wb, training=True, momentum=0.3)
+    def theirs(x, *wb): return TF.batch_norm(x, *torch_stats, *wb, training=True, momentum=0.3)
+    assert_pair(*pair(ours, theirs, arrays), dtype=dtype)
+    for a, e in zip(ours_stats, torch_stats): check_close(a, e, rtol=1e-6 if dtype == np.float32 else 1e-12)
+
+
+def test_functional_batch_norm_gradgradcheck():
+    x, w, b = (fs.tensor(RNG.standard_normal(s), requires_grad=True) for s in ((4, 2, 3, 3), (2,), (2,)))
+    fn = lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True)
+    assert fs.autograd.gradcheck(fn, (x, w, b))
+    g = fs.tensor(RNG.standard_normal((4, 2, 3, 3)))
+    assert fs.autograd.gradcheck(lambda x, w: fs.autograd.grad(fn(x, w, b), (x, w), g, create_graph=True), (x, w))
