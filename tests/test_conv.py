@@ -21,6 +21,7 @@ def pair(fn_ours, fn_torch, arrays, grad_seed=1, **kw):
     ts = [torch.tensor(a, requires_grad=True) for a in arrays]
     fss = [fs.tensor(a, requires_grad=True) for a in arrays]
     t_out, f_out = fn_torch(*ts, **kw), fn_ours(*fss, **kw)
+    assert f_out.is_contiguous() == t_out.is_contiguous()      # `.view` works on ours where it works on torch's
     g = np.random.default_rng(grad_seed).standard_normal(tuple(t_out.shape)).astype(arrays[0].dtype)
     t_out.backward(torch.tensor(g)); f_out.backward(fs.tensor(g))
     return [f_out, *[t.grad for t in fss]], [t_out, *[t.grad for t in ts]]

@@ -80,7 +80,7 @@ class Col2im(Function):
     @staticmethod
     def forward(ctx, cols, shape, window):
         ctx.window = window
-        return Tensor(col2im_array(cols.array, shape, window))
+        return Tensor(np.ascontiguousarray(col2im_array(cols.array, shape, window)))
     @staticmethod
     def backward(ctx, grad_output): return im2col(grad_output, ctx.window), None, None
 
@@ -104,7 +104,7 @@ def swap_last(x):
 def grouped_rows(grad_output, groups):
     "Output-shaped (N, O, Ho, Wo) values as `groups` matrices (G, O/G, N*Ho*Wo), the layout of the convolution's product."
     n, o, ho, wo = grad_output.shape
-    return permute(grad_output, (1, 0, 2, 3)).reshape(groups, o // groups, n * ho * wo)    # free if stored as (O, N, ...)
+    return permute(grad_output, (1, 0, 2, 3)).reshape(groups, o // groups, n * ho * wo)
 
 # %% ../../nbs/14_conv.ipynb
 class Conv2dFunction(Function):
@@ -121,7 +121,7 @@ class Conv2dFunction(Function):
         if bias is not None: out = out + bias.array.reshape(o, 1, 1)
         ctx.window, ctx.groups = window, groups
         ctx.save_for_backward(input, weight)
-        return Tensor(out)       # stored channel-first (O, N, Ho, Wo): the next product reads it without a copy
+        return Tensor(np.ascontiguousarray(out))        # (N, O, Ho, Wo) in memory too, as torch's
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -219,7 +219,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
                            f"{window.dilation}, padding={p}, calculated shape of the array of sliding blocks as {(ho, wo)}, "
                            "but its components must be at least one.")
     cols = Im2col.apply(x, window)
-    out = cols.reshape(cols.shape[0], x.shape[0], ho * wo).permute((1, 0, 2))
+    out = cols.reshape(cols.shape[0], x.shape[0], ho * wo).permute((1, 0, 2)).contiguous()
     return out.squeeze(0) if input.ndim == 3 else out
 
 # %% ../../nbs/14_conv.ipynb
@@ -348,7 +348,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     divisor = divisor_override or avg_pool_divisor(x.shape, window, as_pair(padding, 'padding'), count_include_pad)
     if divisor_override is None: divisor = Tensor(np.tile(divisor, n).astype(x.dtype))
     out = (sums / divisor).reshape(c, n, ho, wo)
-    out = out.permute((1, 0, 2, 3))
+    out = out.permute((1, 0, 2, 3)).contiguous()
     return out.squeeze(0) if input.ndim == 3 else out
 
 # %% ../../nbs/14_conv.ipynb
