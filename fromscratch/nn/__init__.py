@@ -893,10 +893,10 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
 # %% ../../nbs/09_nn.ipynb
 from . import utils         # PyTorch's module path for the two functions above: `nn.utils.clip_grad_norm_`
 
-# %% ../../nbs/14_conv.ipynb 81
+# %% ../../nbs/14_conv.ipynb 84
 from . import conv
 
-# %% ../../nbs/14_conv.ipynb 82
+# %% ../../nbs/14_conv.ipynb 85
 class Conv2d(Module):
     "A 2-d convolution layer: weight (out, in/groups, kh, kw) and bias (out,), initialised as `torch.nn.Conv2d`."
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
@@ -929,7 +929,7 @@ class Conv2d(Module):
         if self.groups != 1: s += f', groups={self.groups}'
         return s + (', bias=False' if self.bias is None else '')
 
-# %% ../../nbs/14_conv.ipynb 85
+# %% ../../nbs/14_conv.ipynb 88
 class MaxPool2d(Module):
     "`F.max_pool2d` as a module: the largest value of each window."
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
@@ -972,7 +972,7 @@ class Unflatten(Module):
         return input.reshape(*input.shape[:d], *self.unflattened_size, *input.shape[d + 1:])
     def extra_repr(self): return f'dim={self.dim}, unflattened_size={self.unflattened_size}'
 
-# %% ../../nbs/14_conv.ipynb 88
+# %% ../../nbs/14_conv.ipynb 91
 class BatchNorm2d(BatchNorm1d):
     "`F.batch_norm` of (N, C, H, W) images: per-channel statistics over the batch and all positions."
     def _check_input_dim(self, input):

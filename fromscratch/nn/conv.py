@@ -84,6 +84,7 @@ class Col2im(Function):
     @staticmethod
     def backward(ctx, grad_output): return im2col(grad_output, ctx.window), None, None
 
+# %% ../../nbs/14_conv.ipynb
 def im2col(x, window):
     "The patch matrix of `x`: a recorded `Im2col` for a tensor, the plain numpy function for an array (a backward on arrays)."
     return Im2col.apply(x, window) if isinstance(x, Tensor) else im2col_array(x, window)
@@ -123,20 +124,23 @@ class Conv2dFunction(Function):
         ctx.save_for_backward(input, weight)
         return Tensor(np.ascontiguousarray(out))        # (N, O, Ho, Wo) in memory too, as torch's
 
-    @staticmethod
-    def backward(ctx, grad_output):
-        input, weight = ctx.saved_tensors
-        needs, g = ctx.needs_input_grad, ctx.groups
-        o, cg, kh, kw = weight.shape
-        rows = grouped_rows(grad_output, g)                                       # (G, O/G, N*L)
-        w = weight.reshape(g, o // g, cg * kh * kw)
-        grad_input = col2im((swap_last(w) @ rows).reshape(g * cg * kh * kw, -1), input.shape, ctx.window) if needs[0] else None
-        grad_weight = None
-        if needs[1]:
-            cols = im2col(input, ctx.window).reshape(g, cg * kh * kw, -1)     # made again: not kept from the forward
-            grad_weight = (rows @ swap_last(cols)).reshape(weight.shape)
-        grad_bias = grad_output.sum((0, 2, 3)) if needs[2] else None
-        return grad_input, grad_weight, grad_bias, None, None
+# %% ../../nbs/14_conv.ipynb
+def _conv2d_backward(ctx, grad_output):
+    "Gradients of input (weightᵀ @ rows, folded by col2im), weight (rows @ columnsᵀ) and bias (sum of the rows)."
+    input, weight = ctx.saved_tensors
+    needs, g = ctx.needs_input_grad, ctx.groups
+    o, cg, kh, kw = weight.shape
+    rows = grouped_rows(grad_output, g)                                       # (G, O/G, N*L)
+    w = weight.reshape(g, o // g, cg * kh * kw)
+    grad_input = col2im((swap_last(w) @ rows).reshape(g * cg * kh * kw, -1), input.shape, ctx.window) if needs[0] else None
+    grad_weight = None
+    if needs[1]:
+        cols = im2col(input, ctx.window).reshape(g, cg * kh * kw, -1)     # made again: not kept from the forward
+        grad_weight = (rows @ swap_last(cols)).reshape(weight.shape)
+    grad_bias = grad_output.sum((0, 2, 3)) if needs[2] else None
+    return grad_input, grad_weight, grad_bias, None, None
+
+Conv2dFunction.backward = staticmethod(_conv2d_backward)
 
 # %% ../../nbs/14_conv.ipynb
 def _size(shape): return list(shape)

@@ -556,5 +556,5 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if padding_idx is None or not out.requires_grad: return out
     return out.detach().where(Tensor((input.array == padding_idx)[..., None]), out)    # same values; no gradient at padding
 
-# %% ../../nbs/14_conv.ipynb 79
+# %% ../../nbs/14_conv.ipynb 82
 from .conv import adaptive_avg_pool2d, avg_pool2d, conv2d, fold, max_pool2d, unfold
