@@ -42,7 +42,7 @@ def quick_run(tmp_path_factory):
 def test_cli_writes_json_with_every_part(quick_run):
     results, _ = quick_run
     assert {'quick', 'system', 'matmul', 'training_step', 'engine_overhead', 'memory', 'collector', 'notebooks',
-            'targets', 'load'} <= set(results)
+            'targets', 'load', 'cnn'} <= set(results)
     assert results['quick'] is True and results['notebooks'] is None
     assert results['notebooks_skipped'] == '--quick leaves it out: it takes minutes'
     assert results['seconds'] > 0
@@ -86,12 +86,27 @@ def test_cli_overhead_memory_targets_and_table(quick_run):
     c = results['collector']
     assert c['steps'] == 1000 and len(c['collections']) == 3 and c['objects'] > 100_000     # torch's objects are there
     assert c['collections'][2] == 0 and c['tracked_per_step'] == 0
-    assert len(results['targets']) == 12 and all(set(t) == {'what', 'value', 'limit', 'passed'} for t in results['targets'])
+    assert len(results['targets']) == 13 and all(set(t) == {'what', 'value', 'limit', 'passed'} for t in results['targets'])
     for heading in ('1. matmul ladder, 5x784 @ 784x10', '2. one training step', '3. engine overhead per node',
                     '4. memory', '5. cycle collector', '6. notebook suite: skipped (--quick leaves it out: it takes minutes)',
-                    'targets', 'the benchmark took'):
+                    '7. one CNN training step', 'CNN step, batch 64, notebook: ours/torch', 'targets', 'the benchmark took'):
         assert heading in out, heading
     assert 'PASS' in out or 'MISS' in out
+
+
+def test_cli_cnn_step_and_its_memory(quick_run):
+    results, out = quick_run
+    c = results['cnn']
+    assert c['batch'] == 64 and set(c['seconds']) == set(c['cpu']) == {'ours', 'torch'}
+    assert all(v > 0 for v in c['seconds'].values())
+    check_close(c['first_loss']['ours'], c['first_loss']['torch'], rtol=1e-5, name='first CNN losses')
+    small, big = c['memory']
+    assert (small['size'], big['size']) == (28, 56) and len(small['im2col']) == len(big['im2col']) == 3
+    assert small['im2col'][0] == 1 * 25 * 64 * 28 * 28 * 4          # the first conv: C*kh*kw rows, N*Ho*Wo columns, float32
+    assert max(big['im2col']) == 4 * max(small['im2col']) and 3 < big['peak'] / small['peak'] < 5
+    ratio = c['seconds']['ours'] / c['seconds']['torch']
+    assert any(t['what'] == 'CNN step, batch 64, notebook: ours/torch' and t['value'] == ratio and t['limit'] == 2.0
+               for t in results['targets'])
 
 
 def test_cli_help_lists_options_and_hides_worker():
@@ -459,3 +474,15 @@ def test_gc_profile_counts_collections():
         c = gc_profile(steps=50, batch=8)
     finally: bench.make_step = real
     assert c['collections'][0] > 0 and c['collector_seconds'] > 0 and c['tracked_per_step'] >= 100
+
+
+def test_cnn_target_pass_and_miss_and_report():
+    for ours, ok in ((0.019, True), (0.021, False)):
+        cnn = {'batch': 64, 'seconds': {'ours': ours, 'torch': 0.01}, 'cpu': {'ours': ours, 'torch': 0.01}, 'first_loss': {},
+               'memory': [{'size': 28, 'im2col': [1 << 20, 2 << 20], 'peak': 8 << 20}, {'size': 56, 'im2col': [4 << 20, 8 << 20], 'peak': 32 << 20}]}
+        checks = {w: (v, l, passed) for w, v, l, passed in check_targets({**fake_results(), 'cnn': cnn})}
+        value, limit, passed = checks['CNN step, batch 64, notebook: ours/torch']
+        assert limit == 2.0 and passed is ok and abs(value - ours / 0.01) < 1e-12
+        text = format_report({**fake_results(), 'cnn': cnn})
+        assert '7. one CNN training step' in text and f'ours/torch {ours / 0.01:.2f}' in text
+        assert '56x56 8.00 12.00 32.00' in ' '.join(text.split())     # MiB: largest buffer, all buffers, peak

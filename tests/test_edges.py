@@ -447,6 +447,14 @@ EVERY_FUNCTION = {   # the Function class it exercises: (expression, input shape
     'BinaryCrossEntropyWithLogitsFunction': (lambda x, t: torch_or_ours(F.binary_cross_entropy_with_logits, TF.binary_cross_entropy_with_logits)(
         x * 3, t.sigmoid(), pos_weight=t.detach().exp()) * x, [(3, 4), (3, 4)]),
     'BackwardHookFunction': (lambda x, w: _hooked_linear(x, w) ** 3, [(3, 4), (2, 4)]),
+    'Conv2dFunction': (lambda x, w, b: torch_or_ours(F.conv2d, TF.conv2d)(x, w, b, stride=2, padding=1, groups=2) ** 2,
+                       [(2, 4, 5, 5), (4, 2, 3, 3), (4,)]),
+    'Im2col': (lambda x: torch_or_ours(F.unfold, TF.unfold)(x * x, 2, padding=1, dilation=(1, 2)) ** 2, [(1, 2, 4, 5)]),
+    'Col2im': (lambda c: torch_or_ours(F.fold, TF.fold)(c * c, (3, 3), 2) ** 2, [(1, 8, 4)]),
+    'Gather': (lambda x: torch_or_ours(F.max_pool2d, TF.max_pool2d)(x, 2) ** 3, [(1, 2, 4, 4)]),
+    'ScatterAdd': (lambda x: torch_or_ours(F.max_pool2d, TF.max_pool2d)(x * x, 3, 1, 1) ** 2, [(1, 1, 4, 4)]),  # windows overlap
+    'BatchNormFunction': (lambda x, w, b: torch_or_ours(F.batch_norm, TF.batch_norm)(x, None, None, w, b, True) ** 3,
+                          [(4, 3, 2), (3,), (3,)]),
 }
 
 
