@@ -447,6 +447,7 @@ EVERY_FUNCTION = {   # the Function class it exercises: (expression, input shape
     'BinaryCrossEntropyWithLogitsFunction': (lambda x, t: torch_or_ours(F.binary_cross_entropy_with_logits, TF.binary_cross_entropy_with_logits)(
         x * 3, t.sigmoid(), pos_weight=t.detach().exp()) * x, [(3, 4), (3, 4)]),
     'BackwardHookFunction': (lambda x, w: _hooked_linear(x, w) ** 3, [(3, 4), (2, 4)]),
+    'PrimalView': (lambda x: torch_or_ours(fs.autograd.forward_ad.PrimalView.apply, lambda t: t.view_as(t))(x) ** 3, [(3, 4)]),
 }
 
 

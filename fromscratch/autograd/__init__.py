@@ -16,7 +16,7 @@ from .. import core
 from ..core import Tensor, Context, connect, backward, grad
 from ..core import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
 from ..ops import alias, take_history
-from .forward_ad import tangent_of, attach_tangents
+from .forward_ad import tangent_of, attach_tangents, transforms
 
 # %% ../../nbs/08_autograd.ipynb
 _all_ = ['backward', 'grad', 'no_grad', 'enable_grad', 'set_grad_enabled', 'is_grad_enabled']
@@ -65,10 +65,11 @@ def custom_jvp(cls, ctx, args, outputs):
     if all(t is None for t in tangents): return
     if cls.jvp is core.Function.jvp:
         raise NotImplementedError("You must implement the jvp function for custom autograd.Function to use it with forward mode AD.")
-    level, core.forward_mode.level = core.forward_mode.level, None
+    hook = core.forward_mode.level, core.forward_mode.apply_dual
+    core.forward_mode.level = None                 # the rule's own arithmetic carries no tangents
     try: out_tangents = cls.jvp(ctx, *tangents)
-    finally: core.forward_mode.level = level
-    attach_tangents(ctx, outputs, out_tangents, level)
+    finally: core.forward_mode.level, core.forward_mode.apply_dual = hook
+    attach_tangents(ctx, outputs, out_tangents, transforms.dual)
 
 # %% ../../nbs/08_autograd.ipynb
 def dirty_outputs(ctx, args, outputs):
