@@ -353,7 +353,7 @@ class Unrecorded:
 UNRECORDED = {}
 
 class ForwardMode:
-    "Whether forward-mode AD is on: the open `dual_level`, and the `apply` that carries tangents (notebook 14)."
+    "The transform that intercepts `Function.apply`, if any (a dual level, notebook 14; a vmap level, 15) and its `apply`."
     __slots__ = ('level', 'apply_dual')
     def __init__(self): self.level = self.apply_dual = None
 

@@ -271,7 +271,7 @@ def swapped(module, values):
 # %% ../nbs/15_func.ipynb
 from types import SimpleNamespace
 
-from .core import Function, Add, Expand, SumToSize, ToDtype, CopyGrad
+from .core import Add, Expand, SumToSize, ToDtype, CopyGrad
 from . import ops
 from .ops import (Pointwise, Neg, Sign, Clamp, Where, Sub, Mul, Div, Pow, Maximum, Minimum, FloorDivide, Sum, Mean,
                              Max, Min, MaxDim, MinDim, Var, Std, Norm, LogSumExp, Softmax, LogSoftmax, Prod, Cumsum, Reshape,

@@ -10,8 +10,6 @@ __all__ = ['transforms', 'UnpackedDualTensor', 'Transforms', 'Level', 'tangent_o
 # %% ../../nbs/14_forward_ad.ipynb
 from collections import namedtuple
 
-import numpy as np
-
 from ..core import Tensor, Function, Context, forward_mode, grad_mode, connect, expand_to, cast
 
 # %% ../../nbs/14_forward_ad.ipynb
