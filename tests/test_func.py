@@ -273,3 +273,10 @@ def test_errors_as_torch_func():
     with pytest.raises(RuntimeError, match="Got argnums=2, but only 1 positional inputs"): ff.grad(lambda x: x.sum(), 2)(x)
     with pytest.raises(RuntimeError, match="Expected primals to be a tuple"): ff.jvp(lambda x: x, x, (x,))
     with pytest.raises(RuntimeError, match="output of function f should be a tuple"): ff.grad(lambda x: x.sum(), has_aux=True)(x)
+
+
+def test_rules_are_found_for_ops_defined_again():
+    "Running a notebook's cells again in one process (as the docs build does) defines its ops again, under the same names."
+    again = type('Exp', (fs.ops.Pointwise,), {})
+    assert ff.rule_of(again) is ff.rule_of(fs.ops.Exp)
+    with pytest.raises(NotImplementedError, match="no batching rule for Unknown"): ff.rule_of(type('Unknown', (), {}))
