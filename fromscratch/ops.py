@@ -25,9 +25,9 @@ __all__ = ['Exp', 'Log', 'Sqrt', 'Tanh', 'Sigmoid', 'Abs', 'Relu', 'Sin', 'Cos',
            'einsum_grad', 'on_diagonals', 'einsum', 'numpy_index', 'may_repeat', 'Index', 'IndexAdd', 'getitem',
            'iterate', 'tangent_or_zeros', 'check_cat', 'check_stack', 'Cat', 'Stack', 'cat', 'stack', 'products_before',
            'prod_others', 'Prod', 'cumsum_of', 'Cumsum', 'prod', 'cumsum', 'logical_reduce', 'all', 'any', 'recording',
-           'CopySlices', 'inplace_error', 'check_inplace', 'write_inplace', 'take_history', 'write', 'add_', 'sub_',
-           'mul_', 'div_', 'Copy', 'Fill', 'copy_', 'fill_', 'zero_', 'random_fill', 'uniform_', 'normal_', 'put',
-           'IndexPut', 'setitem', 'reflected']
+           'check_no_tangent', 'CopySlices', 'inplace_error', 'check_inplace', 'write_inplace', 'take_history', 'write',
+           'add_', 'sub_', 'mul_', 'div_', 'Copy', 'Fill', 'copy_', 'fill_', 'zero_', 'random_fill', 'uniform_',
+           'normal_', 'put', 'IndexPut', 'setitem', 'reflected']
 
 # %% ../nbs/07_ops.ipynb
 import builtins
@@ -40,7 +40,7 @@ import numpy as np
 from .core import (Tensor, Function, Add, operands, Expand, expand_to, grad_mode, result_type, category,
                               size_arg, expandable, broadcast_op, broadcast_error, shape_of, sum_to, cast, make_view,
                               view_of, rebase, float32, float64, int64, defaults, default_generator, check_device,
-                              scalar_type, SCALAR_TYPES, CPU, NODE_NAMES, SumToSize, ToDtype, CopyGrad, linear_jvp)
+                              scalar_type, SCALAR_TYPES, CPU, NODE_NAMES, SumToSize, ToDtype, CopyGrad, linear_jvp, forward_mode)
 from .hooks import register_hook, retain_grad
 
 # %% ../nbs/07_ops.ipynb
@@ -1404,7 +1404,15 @@ OVERLAP = ("unsupported operation: more than one element of the written-to tenso
 
 def recording(self, other=None):
     "Whether an in-place change of `self` by `other` must be recorded in the graph."
+    if forward_mode.level is not None: check_no_tangent(self, other)
     return grad_mode.enabled and (self._requires_grad or (isinstance(other, Tensor) and other._requires_grad))
+
+def check_no_tangent(*tensors):
+    "Forward mode (notebook 14) does not follow in-place changes yet: refuse them rather than leave a stale tangent."
+    for t in tensors:
+        if isinstance(t, Tensor) and t._fw_grad is not None and t._fw_grad[0].open:
+            raise NotImplementedError("forward AD through an in-place operation is not supported yet: compute out of "
+                                      "place instead (`x = x + y` rather than `x += y`)")
 
 # %% ../nbs/07_ops.ipynb
 class CopySlices(Function):

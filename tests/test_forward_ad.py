@@ -218,3 +218,15 @@ def test_custom_function_needs_its_own_jvp():
             Cube.apply(make_dual(x, v))
         assert np.allclose(unpack_dual(CubeJvp.apply(make_dual(x, v))).tangent.numpy(), [1.5, 12.0])
         assert unpack_dual(Cube.apply(x)).tangent is None        # no tangent in: no rule needed
+
+
+def test_in_place_changes_of_dual_tensors_are_refused_not_silently_wrong():
+    with dual_level():
+        x = make_dual(fs.ones(3, dtype=fs.float64), fs.ones(3, dtype=fs.float64)) * 2
+        for change in (lambda: x.add_(1), lambda: x.mul_(2), lambda: x.copy_(fs.zeros(3, dtype=fs.float64)),
+                       lambda: x.__setitem__(0, 5.0), lambda: fs.ones(3, dtype=fs.float64).add_(x)):
+            with pytest.raises(NotImplementedError, match="in-place operation is not supported yet"): change()
+        y = fs.ones(3, dtype=fs.float64)
+        y.add_(1)                                           # a tensor without a tangent changes in place as before
+    x.add_(1)                                               # after the level, x's tangent no longer counts
+    assert np.array_equal(x.numpy(), [3.0, 3.0, 3.0])

@@ -28,7 +28,8 @@ transforms = Transforms()
 UnpackedDualTensor = namedtuple('UnpackedDualTensor', ['primal', 'tangent'])
 
 class Level:
-    "One open `dual_level`: a tangent counts while the level it was made in is the open one."
+    "One `dual_level`: a tangent counts while the level it was made in is open."
+    def __init__(self): self.open = True
     def __repr__(self): return '<dual level 0>'
 
 def tangent_of(t):
@@ -48,7 +49,7 @@ def exit_dual_level(*, level=None):
     "Close the open level: every tangent made in it is dropped."
     if transforms.dual is None or level not in (None, 0):
         raise RuntimeError("Trying to exit a forward AD level that was not the last one that was created. This is not supported.")
-    transforms.dual = None
+    transforms.dual.open, transforms.dual = False, None
     transforms.install()
 
 # %% ../../nbs/14_forward_ad.ipynb
