@@ -20,5 +20,5 @@ from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, dot, m
                   exp, log, sqrt, rsqrt, abs, relu, sigmoid, tanh, sin, cos, square, log1p, expm1, clamp, clamp_min,
                   clamp_max, pow, floor_divide, logsumexp, sign, isnan, isinf, isfinite, allclose, equal,
                   repeat, swapaxes, swapdims)
-from . import autograd, nn, optim, utils, data
+from . import autograd, nn, optim, utils, data, func
 from .serialization import save, load

@@ -6,28 +6,28 @@
 __all__ = ['Exp', 'Log', 'Sqrt', 'Tanh', 'Sigmoid', 'Abs', 'Relu', 'Sin', 'Cos', 'Log1p', 'Expm1', 'Rsqrt', 'eq', 'ne', 'lt',
            'le', 'gt', 'ge', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'isnan', 'isinf', 'isfinite', 'max_result',
            'min_result', 'swapaxes', 'swapdims', 'concat', 'concatenate', 'OVERLAP', 'METHODS', 'as_float', 'alias',
-           'with_history', 'Pointwise', 'pointwise', 'sigmoid_array', 'quietly', 'either', 'Neg', 'sgn', 'Sign',
-           'clamp_masks', 'clamp_dtype', 'Clamp', 'exp', 'log', 'sqrt', 'abs', 'relu', 'sigmoid', 'tanh', 'sign', 'neg',
-           'clamp', 'clamp_min', 'sin', 'cos', 'log1p', 'expm1', 'rsqrt', 'clamp_max', 'comparison', 'logical_not',
-           'Where', 'where', 'float_test', 'allclose', 'equal', 'is_bool', 'check_bool_sub', 'Sub', 'Mul',
-           'true_divide', 'Div', 'power', 'int_power', 'bool_pow', 'pow_base_grad', 'pow_exponent_grad', 'Pow',
+           'with_history', 'Pointwise', 'pointwise', 'sigmoid_array', 'quietly', 'total', 'either', 'Neg', 'sgn',
+           'Sign', 'clamp_masks', 'clamp_dtype', 'Clamp', 'exp', 'log', 'sqrt', 'abs', 'relu', 'sigmoid', 'tanh',
+           'sign', 'neg', 'clamp', 'clamp_min', 'sin', 'cos', 'log1p', 'expm1', 'rsqrt', 'clamp_max', 'comparison',
+           'logical_not', 'Where', 'where', 'float_test', 'allclose', 'equal', 'is_bool', 'check_bool_sub', 'Sub',
+           'Mul', 'true_divide', 'Div', 'power', 'int_power', 'bool_pow', 'pow_base_grad', 'pow_exponent_grad', 'Pow',
            'tie_shares', 'Maximum', 'Minimum', 'pow', 'maximum', 'minimum', 'add', 'sub', 'mul', 'div',
            'floor_divide_arrays', 'FloorDivide', 'floor_divide', 'square', 'dim_error', 'dim_index', 'dim_indices',
-           'kept_shape', 'sum_dtype', 'Sum', 'Mean', 'sum', 'mean', 'Max', 'empty_dim_error', 'max_along',
-           'onehot_along', 'MaxDim', 'Min', 'MinDim', 'max', 'min', 'arg_reduce', 'argmax', 'argmin', 'var_array',
-           'var_grad', 'Var', 'Std', 'correction_of', 'var', 'std', 'empty_norm_error', 'norm_array', 'norm_grad',
-           'Norm', 'norm', 'logsumexp_array', 'LogSumExp', 'Softmax', 'LogSoftmax', 'softmax', 'log_softmax',
-           'logsumexp', 'infer_shape', 'Reshape', 'reshape', 'view', 'flatten', 'unsqueeze', 'squeeze', 'Permute',
-           'permute', 'transpose', 't', 'reversed_dims', 'matrix_transpose', 'expand', 'expanded_shape', 'sum_to_size',
-           'Clone', 'clone', 'contiguous', 'Repeat', 'repeat', 'to', 'to_dtype', 'type_as', 'on_cpu', 'on_cuda',
-           'tensor_type', 'promoted', 'matmul_error', 'inner_size_mismatch', 'matmul_grads', 'MatMul', 'matmul', 'dot',
-           'mm', 'bmm', 'outer', 'spell_ellipsis', 'einsum_explicit', 'einsum_array', 'Einsum', 'einsum_grad',
-           'on_diagonals', 'einsum', 'numpy_index', 'may_repeat', 'Index', 'IndexAdd', 'getitem', 'iterate',
-           'check_cat', 'check_stack', 'Cat', 'Stack', 'cat', 'stack', 'products_before', 'prod_others', 'Prod',
-           'cumsum_of', 'Cumsum', 'prod', 'cumsum', 'logical_reduce', 'all', 'any', 'recording', 'CopySlices',
-           'inplace_error', 'check_inplace', 'write_inplace', 'take_history', 'write', 'add_', 'sub_', 'mul_', 'div_',
-           'Copy', 'Fill', 'copy_', 'fill_', 'zero_', 'random_fill', 'uniform_', 'normal_', 'put', 'IndexPut',
-           'setitem', 'reflected']
+           'reduction_jvp', 'kept_shape', 'sum_dtype', 'Sum', 'Mean', 'sum', 'mean', 'Max', 'empty_dim_error',
+           'max_along', 'onehot_along', 'MaxDim', 'Min', 'MinDim', 'max', 'min', 'arg_reduce', 'argmax', 'argmin',
+           'var_array', 'var_grad', 'Var', 'Std', 'correction_of', 'var', 'std', 'empty_norm_error', 'norm_array',
+           'norm_grad', 'Norm', 'norm', 'logsumexp_array', 'LogSumExp', 'Softmax', 'LogSoftmax', 'softmax',
+           'log_softmax', 'logsumexp', 'infer_shape', 'Reshape', 'reshape', 'view', 'flatten', 'unsqueeze', 'squeeze',
+           'Permute', 'permute', 'transpose', 't', 'reversed_dims', 'matrix_transpose', 'expand', 'expanded_shape',
+           'sum_to_size', 'Clone', 'clone', 'contiguous', 'Repeat', 'repeat', 'to', 'to_dtype', 'type_as', 'on_cpu',
+           'on_cuda', 'tensor_type', 'promoted', 'matmul_error', 'inner_size_mismatch', 'matmul_grads', 'MatMul',
+           'matmul', 'dot', 'mm', 'bmm', 'outer', 'spell_ellipsis', 'einsum_explicit', 'einsum_array', 'Einsum',
+           'einsum_grad', 'on_diagonals', 'einsum', 'numpy_index', 'may_repeat', 'Index', 'IndexAdd', 'getitem',
+           'iterate', 'tangent_or_zeros', 'check_cat', 'check_stack', 'Cat', 'Stack', 'cat', 'stack', 'products_before',
+           'prod_others', 'Prod', 'cumsum_of', 'Cumsum', 'prod', 'cumsum', 'logical_reduce', 'all', 'any', 'recording',
+           'check_no_tangent', 'CopySlices', 'inplace_error', 'check_inplace', 'write_inplace', 'take_history', 'write',
+           'add_', 'sub_', 'mul_', 'div_', 'Copy', 'Fill', 'copy_', 'fill_', 'zero_', 'random_fill', 'uniform_',
+           'normal_', 'put', 'IndexPut', 'setitem', 'reflected']
 
 # %% ../nbs/07_ops.ipynb
 import builtins
@@ -40,7 +40,7 @@ import numpy as np
 from .core import (Tensor, Function, Add, operands, Expand, expand_to, grad_mode, result_type, category,
                               size_arg, expandable, broadcast_op, broadcast_error, shape_of, sum_to, cast, make_view,
                               view_of, rebase, float32, float64, int64, defaults, default_generator, check_device,
-                              scalar_type, SCALAR_TYPES, CPU, NODE_NAMES, SumToSize, ToDtype, CopyGrad)
+                              scalar_type, SCALAR_TYPES, CPU, NODE_NAMES, SumToSize, ToDtype, CopyGrad, linear_jvp, forward_mode)
 from .hooks import register_hook, retain_grad
 
 # %% ../nbs/07_ops.ipynb
@@ -55,10 +55,11 @@ def alias(t):
     return out
 
 def with_history(ctx, saved):
-    "A saved output (an `alias`), given back its history (the node `ctx`) when the backward itself is recorded."
-    if not grad_mode.enabled: return saved
+    "A saved output (an `alias`), given back its history (the node `ctx`) and tangent when the backward itself is recorded."
+    if not grad_mode.enabled or ctx.edges is None: return saved   # no edges: a node forward mode made but did not record
     out = Tensor(saved.array)
     out._version_counter, out.grad_fn, out._requires_grad, out._output_nr = saved._version_counter, ctx, True, 0
+    out._fw_grad = saved._fw_grad
     return out
 
 # %% ../nbs/07_ops.ipynb
@@ -78,6 +79,7 @@ class Pointwise(Function):
         saved, = ctx.saved_tensors
         f = ctx.function
         return grad_output * (f.derivative(None, with_history(ctx, saved)) if f.uses_output else f.derivative(saved, None))
+    jvp = backward   # the Jacobian is diagonal, so J t = Jᵀ t: the tangent times the same `derivative`
 
 # %% ../nbs/07_ops.ipynb
 def pointwise(name, compute, derivative, doc, uses_output=False, keeps_ints=False):
@@ -107,6 +109,12 @@ Relu    = pointwise('Relu',    lambda x: np.maximum(x, 0), lambda x, out: ~(out 
                     "max(x, 0), with relu'(0) = 0 (a nan passes its gradient on).", uses_output=True, keeps_ints=True)
 
 # %% ../nbs/07_ops.ipynb
+def total(terms):
+    "The sum of the tangents in `terms` (forward mode: each input's contribution to the output's tangent)."
+    out = terms[0]
+    for t in terms[1:]: out = out + t
+    return out
+
 def either(x, ufunc, op):
     "`ufunc(x)` on an array (a plain backward), the recorded `op` on a Tensor (under `create_graph`)."
     return op.apply(x) if isinstance(x, Tensor) else ufunc(x)
@@ -129,6 +137,7 @@ class Neg(Function):
         return Tensor(np.negative(a.array))
     @staticmethod
     def backward(ctx, grad_output): return -grad_output
+    jvp = backward
 
 # %% ../nbs/07_ops.ipynb
 def sgn(x):
@@ -141,6 +150,7 @@ class Sign(Function):
     def forward(ctx, a): return Tensor(sgn(a.array))
     @staticmethod
     def backward(ctx, grad_output): return Tensor(np.zeros_like(grad_output.array))
+    jvp = backward
 
 # %% ../nbs/07_ops.ipynb
 def clamp_masks(x, lo, hi, needs):
@@ -173,6 +183,9 @@ class Clamp(Function):
     def backward(ctx, grad_output):
         masks = ctx.saved_tensors[1:]
         return tuple(None if m is None else sum_to(grad_output * m, ctx.input_shape(i)) for i, m in enumerate(masks))
+    @staticmethod
+    def jvp(ctx, *tangents):   # the same masks, weighting the tangents of x, min and max
+        return total([t * m for t, m in zip(tangents, ctx.saved_tensors[1:]) if t is not None])
 
 # %% ../nbs/07_ops.ipynb
 def exp(input): "e to the power of each element."; return Exp.apply(input)
@@ -224,6 +237,8 @@ class Where(Function):
         c, = ctx.saved_tensors
         return (None, sum_to(where(c, grad_output, 0.0), ctx.input_shape(1)) if ctx.needs_input_grad[1] else None,
                 sum_to(where(c, 0.0, grad_output), ctx.input_shape(2)) if ctx.needs_input_grad[2] else None)
+    @staticmethod
+    def jvp(ctx, _, ta, tb): return where(ctx.saved_tensors[0], 0.0 if ta is None else ta, 0.0 if tb is None else tb)
 
 # %% ../nbs/07_ops.ipynb
 def where(condition, input=None, other=None):
@@ -283,6 +298,8 @@ class Sub(Function):
     def backward(ctx, grad_output):
         return (sum_to(grad_output, ctx.input_shape(0)) if ctx.needs_input_grad[0] else None,
                 sum_to(-grad_output, ctx.input_shape(1)) if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def jvp(ctx, ta, tb): return -tb if ta is None else ta if tb is None else ta - tb
 
 # %% ../nbs/07_ops.ipynb
 class Mul(Function):
@@ -297,6 +314,10 @@ class Mul(Function):
         a, b = ctx.saved_tensors
         return (sum_to(grad_output * b, ctx.input_shape(0)) if ctx.needs_input_grad[0] else None,
                 sum_to(grad_output * a, ctx.input_shape(1)) if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def jvp(ctx, ta, tb):   # the product rule: da b + a db
+        a, b = ctx.saved_tensors
+        return total([t for t in (None if ta is None else ta * b, None if tb is None else a * tb) if t is not None])
 
 # %% ../nbs/07_ops.ipynb
 def true_divide(x, y):
@@ -317,6 +338,10 @@ class Div(Function):
         a, b = ctx.saved_tensors
         return (sum_to(grad_output / b, ctx.input_shape(0)) if ctx.needs_input_grad[0] else None,
                 sum_to(-grad_output * (a / b / b), ctx.input_shape(1)) if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def jvp(ctx, ta, tb):
+        a, b = ctx.saved_tensors
+        return total([t for t in (None if ta is None else ta / b, None if tb is None else -tb * (a / b / b)) if t is not None])
 
 # %% ../nbs/07_ops.ipynb
 def power(x, y):
@@ -367,6 +392,11 @@ class Pow(Function):
         return (sum_to(pow_base_grad(grad_output, a, b), ctx.input_shape(0)) if ctx.needs_input_grad[0] else None,
                 sum_to(pow_exponent_grad(grad_output, a, b, with_history(ctx, out)), ctx.input_shape(1))
                 if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def jvp(ctx, ta, tb):   # the backward's two formulas, with the tangents in place of the gradient
+        a, b, out = ctx.saved_tensors
+        return total([t for t in (None if ta is None else pow_base_grad(ta, a, b),
+                                  None if tb is None else pow_exponent_grad(tb, a, b, with_history(ctx, out))) if t is not None])
 
 # %% ../nbs/07_ops.ipynb
 def tie_shares(x, y, largest):
@@ -390,6 +420,10 @@ class Maximum(Function):
         share_a, share_b = (s if ctx.arrays else Tensor(s) for s in tie_shares(x, y, ctx.function.largest))
         return (sum_to(grad_output * share_a, ctx.input_shape(0)) if ctx.needs_input_grad[0] else None,
                 sum_to(grad_output * share_b, ctx.input_shape(1)) if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def jvp(ctx, ta, tb):
+        shares = tie_shares(*(t.array if isinstance(t, Tensor) else t for t in ctx.saved_tensors), ctx.function.largest)
+        return total([t * Tensor(s) for t, s in zip((ta, tb), shares) if t is not None])
 
 # %% ../nbs/07_ops.ipynb
 class Minimum(Maximum):
@@ -442,6 +476,14 @@ def dim_indices(dim, ndim):
         if d in dims[:i]: raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
     return dims
 
+def reduction_jvp(ctx, t, dims):
+    "Forward mode through a reduction over `dims`: the backward of ones gives each input's partial derivative; times the tangent, summed per output."
+    shape, dtype = ctx.output_meta[0]
+    partial = ctx.function.backward(ctx, Tensor(np.ones(shape, dtype)))
+    partial = partial[0] if isinstance(partial, tuple) else partial
+    if partial is None: return Tensor(np.zeros(shape, dtype))   # a piecewise-constant reduction (the 0-norm)
+    return (partial * t).sum(dims, keepdim=True).reshape(shape)
+
 def kept_shape(shape, dims):
     "`shape` with the reduced `dims` set to size 1 (the shape `keepdim=True` gives)."
     return tuple(1 if i in dims else s for i, s in enumerate(shape))
@@ -460,6 +502,7 @@ class Sum(Function):
     @staticmethod
     def backward(ctx, grad_output):
         return expand_to(grad_output.reshape(kept_shape(ctx.shape, ctx.dims)), ctx.shape), None, None
+    jvp = staticmethod(linear_jvp)
 
 # %% ../nbs/07_ops.ipynb
 class Mean(Function):
@@ -477,6 +520,7 @@ class Mean(Function):
     @staticmethod
     def backward(ctx, grad_output):
         return expand_to(grad_output.reshape(kept_shape(ctx.shape, ctx.dims)) / ctx.n, ctx.shape), None, None
+    jvp = staticmethod(linear_jvp)
 
 # %% ../nbs/07_ops.ipynb
 def sum(input, dim=None, keepdim=False): "The sum of all elements, or over `dim` (an int or a tuple)."; return Sum.apply(input, dim, keepdim)
@@ -502,6 +546,7 @@ class Max(Function):
         ties = np.isnan(x) if np.isnan(out) else x == out   # a nan maximum: shared among the nans
         share = ties / ties.sum(dtype=x.dtype)
         return (share if ctx.arrays else Tensor(share)) * grad_output
+    jvp = staticmethod(lambda ctx, t: reduction_jvp(ctx, t, None))
 
 # %% ../nbs/07_ops.ipynb
 def empty_dim_error(name, d): return IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
@@ -539,6 +584,10 @@ class MaxDim(Function):
         if not hasattr(ctx, 'dim'): return grad_output, None, None   # the 0-d tensor
         onehot = Tensor(onehot_along(ctx.shape, ctx.saved_tensors[0].array, ctx.dim))
         return onehot * (grad_output if ctx.keepdim else grad_output.unsqueeze(ctx.dim)), None, None
+    @staticmethod
+    def jvp(ctx, t, *_):   # the tangent at the indices the forward picked
+        if not hasattr(ctx, 'dim'): return t, None
+        return (Tensor(onehot_along(ctx.shape, ctx.saved_tensors[0].array, ctx.dim)) * t).sum(ctx.dim, keepdim=ctx.keepdim), None
 
 # %% ../nbs/07_ops.ipynb
 class Min(Max):
@@ -623,6 +672,7 @@ class Var(Function):
     def backward(ctx, grad_output):
         x, saved = ctx.saved_tensors
         return var_grad(ctx, grad_output.reshape(ctx.kept), x, saved), None, None, None
+    jvp = staticmethod(lambda ctx, t, *_: reduction_jvp(ctx, t, ctx.dims))
 
 # %% ../nbs/07_ops.ipynb
 class Std(Var):
@@ -696,6 +746,7 @@ class Norm(Function):
         x, saved = ctx.saved_tensors
         n, g = with_history(ctx, saved).reshape(ctx.kept), grad_output.reshape(ctx.kept)
         return norm_grad(x, n, g, ctx.p, ctx.dims), None, None, None
+    jvp = staticmethod(lambda ctx, t, *_: reduction_jvp(ctx, t, ctx.dims))
 
 # %% ../nbs/07_ops.ipynb
 def norm(input, p='fro', dim=None, keepdim=False):
@@ -725,6 +776,7 @@ class LogSumExp(Function):
         x, saved = ctx.saved_tensors
         out = with_history(ctx, saved).reshape(ctx.kept)
         return grad_output.reshape(ctx.kept) * (x - out).exp(), None, None
+    jvp = staticmethod(lambda ctx, t, *_: reduction_jvp(ctx, t, ctx.dims))
 
 # %% ../nbs/07_ops.ipynb
 class Softmax(Function):
@@ -741,6 +793,7 @@ class Softmax(Function):
     def backward(ctx, grad_output):
         s = with_history(ctx, ctx.saved_tensors[0])
         return s * (grad_output - (grad_output * s).sum(dim=ctx.dim, keepdim=True)), None
+    jvp = staticmethod(lambda ctx, t, _: Softmax.backward(ctx, t)[0])   # a symmetric Jacobian: J t = Jᵀ t
 
 # %% ../nbs/07_ops.ipynb
 class LogSoftmax(Function):
@@ -757,6 +810,9 @@ class LogSoftmax(Function):
     def backward(ctx, grad_output):
         out = with_history(ctx, ctx.saved_tensors[0])
         return grad_output - out.exp() * grad_output.sum(dim=ctx.dim, keepdim=True), None
+    @staticmethod
+    def jvp(ctx, t, _):   # J = I - 1 softmaxᵀ: the tangent minus its softmax-weighted sum
+        return t - (with_history(ctx, ctx.saved_tensors[0]).exp() * t).sum(dim=ctx.dim, keepdim=True)
 
 # %% ../nbs/07_ops.ipynb
 def softmax(input, dim): "exp(x) / exp(x).sum(dim), numerically stable."; return Softmax.apply(input, dim)
@@ -792,6 +848,7 @@ class Reshape(Function):
         return view_of(a, out, lambda t: Reshape.apply(t, shape))
     @staticmethod
     def backward(ctx, grad_output): return grad_output.reshape(ctx.shape), None, None
+    jvp = staticmethod(lambda ctx, t, *_: Reshape.apply(t, ctx.args[1]))   # linear (a tangent may not allow a view)
 
 # %% ../nbs/07_ops.ipynb
 def reshape(input, *shape):
@@ -834,6 +891,7 @@ class Permute(Function):
         return make_view(Tensor(a.array.transpose(dims)), a, lambda t: Permute.apply(t, dims))
     @staticmethod
     def backward(ctx, grad_output): return Permute.apply(grad_output, tuple(np.argsort(ctx.dims).tolist())), None
+    jvp = staticmethod(linear_jvp)
 
 # %% ../nbs/07_ops.ipynb
 def permute(input, *dims):
@@ -900,6 +958,7 @@ class Clone(Function):
     def forward(ctx, a): return Tensor(np.array(a.array, order='C'))
     @staticmethod
     def backward(ctx, grad_output): return grad_output
+    jvp = staticmethod(linear_jvp)
 
 def clone(input): "A copy in new memory."; return Clone.apply(input)
 def contiguous(input): "Itself if its memory is row-major, else a row-major copy."; return input if input.array.flags.c_contiguous else Clone.apply(input)
@@ -917,6 +976,7 @@ class Repeat(Function):
     @staticmethod
     def backward(ctx, grad_output):   # (tile, position) pairs of dimensions: sum over the tiles
         return grad_output.reshape(ctx.pairs).sum(tuple(range(0, len(ctx.pairs), 2))).reshape(ctx.shape), None
+    jvp = staticmethod(linear_jvp)
 
 def repeat(input, *repeats):
     "The tensor repeated along each dimension: `x.repeat(2, 1)` stacks two copies of it along the first."
@@ -1013,6 +1073,10 @@ class MatMul(Function):
     def backward(ctx, grad_output):
         a, b = ctx.saved_tensors
         return matmul_grads(grad_output, a, b, ctx.input_shape(0), ctx.input_shape(1), *ctx.needs_input_grad)
+    @staticmethod
+    def jvp(ctx, ta, tb):   # bilinear: da @ b + a @ db
+        a, b = ctx.saved_tensors
+        return total([t for t in (None if ta is None else MatMul.apply(ta, b), None if tb is None else MatMul.apply(a, tb)) if t is not None])
 
 def matmul(input, other):
     "Matrix product with torch.matmul's rules."
@@ -1100,6 +1164,10 @@ class Einsum(Function):
         operands = ctx.saved_tensors
         return (None,) + tuple(einsum_grad(ctx, grad_output, operands, i) if needs else None
                                for i, needs in enumerate(ctx.needs_input_grad[1:]))
+    @staticmethod
+    def jvp(ctx, _, *tangents):   # multilinear: one term per operand with a tangent, in its place
+        ops = ctx.saved_tensors
+        return total([Einsum.apply(ctx.args[0], *ops[:i], t, *ops[i + 1:]) for i, t in enumerate(tangents) if t is not None])
 
 # %% ../nbs/07_ops.ipynb
 def einsum_grad(ctx, g, operands, i):
@@ -1157,6 +1225,7 @@ class Index(Function):
         return view_of(a, out, lambda t: Index.apply(t, idx))
     @staticmethod
     def backward(ctx, grad_output): return IndexAdd.apply(grad_output, ctx.idx, ctx.shape), None
+    jvp = staticmethod(linear_jvp)
 
 # %% ../nbs/07_ops.ipynb
 class IndexAdd(Function):
@@ -1170,6 +1239,7 @@ class IndexAdd(Function):
         return Tensor(out)
     @staticmethod
     def backward(ctx, grad_output): return Index.apply(grad_output, ctx.idx), None, None
+    jvp = staticmethod(linear_jvp)
 
 # %% ../nbs/07_ops.ipynb
 def getitem(input, idx): return Index.apply(input, numpy_index(idx))
@@ -1180,6 +1250,10 @@ def iterate(input):
     return (Index.apply(input, i) for i in range(len(input.array)))
 
 # %% ../nbs/07_ops.ipynb
+def tangent_or_zeros(inputs, tangents):
+    "Each input's tangent, or zeros of its shape where it has none (forward mode through `cat` and `stack`)."
+    return [Tensor(np.zeros(a.array.shape, a.array.dtype)) if t is None else t for a, t in zip(inputs, tangents)]
+
 def check_cat(arrays, d):
     "PyTorch's errors for arrays that cannot be joined along dimension `d`."
     first = arrays[0].shape
@@ -1214,6 +1288,9 @@ class Cat(Function):
             grads.append(Index.apply(grad_output, pre + (slice(start, start + n),)) if needs else None)
             start += n
         return tuple(grads)
+    @staticmethod
+    def jvp(ctx, _, *tangents):   # linear: the tangents joined, zeros for inputs without one
+        return Cat.apply(ctx.args[0], *tangent_or_zeros(ctx.args[1:], tangents))
 
 # %% ../nbs/07_ops.ipynb
 class Stack(Function):
@@ -1231,6 +1308,8 @@ class Stack(Function):
         pre = (slice(None),) * ctx.dim
         return (None,) + tuple(Index.apply(grad_output, pre + (i,)) if needs else None
                                for i, needs in enumerate(ctx.needs_input_grad[1:]))
+    @staticmethod
+    def jvp(ctx, _, *tangents): return Stack.apply(ctx.args[0], *tangent_or_zeros(ctx.args[1:], tangents))
 
 # %% ../nbs/07_ops.ipynb
 def cat(tensors, dim=0):
@@ -1282,6 +1361,7 @@ class Prod(Function):
         x, out = ctx.saved_tensors
         out = with_history(ctx, out).reshape(ctx.kept)
         return grad_output.reshape(ctx.kept) * prod_others(x, out, ctx.dims), None, None
+    jvp = staticmethod(lambda ctx, t, *_: reduction_jvp(ctx, t, ctx.dims))
 
 # %% ../nbs/07_ops.ipynb
 def cumsum_of(g, d): return Cumsum.apply(g, d) if isinstance(g, Tensor) else np.cumsum(g, axis=d)
@@ -1299,6 +1379,7 @@ class Cumsum(Function):
         if ctx.dim is None: return grad_output, None
         flip = (slice(None),) * ctx.dim + (np.arange(grad_output.shape[ctx.dim] - 1, -1, -1),)   # reversed, by indexing
         return cumsum_of(grad_output[flip], ctx.dim)[flip], None
+    jvp = staticmethod(linear_jvp)
 
 # %% ../nbs/07_ops.ipynb
 def prod(input, dim=None, keepdim=False, *, dtype=None):
@@ -1324,7 +1405,15 @@ OVERLAP = ("unsupported operation: more than one element of the written-to tenso
 
 def recording(self, other=None):
     "Whether an in-place change of `self` by `other` must be recorded in the graph."
+    if forward_mode.level is not None: check_no_tangent(self, other)
     return grad_mode.enabled and (self._requires_grad or (isinstance(other, Tensor) and other._requires_grad))
+
+def check_no_tangent(*tensors):
+    "Forward mode (notebook 14) does not follow in-place changes yet: refuse them rather than leave a stale tangent."
+    for t in tensors:
+        if isinstance(t, Tensor) and t._fw_grad is not None and t._fw_grad[0].open:
+            raise NotImplementedError("forward AD through an in-place operation is not supported yet: compute out of "
+                                      "place instead (`x = x + y` rather than `x += y`)")
 
 # %% ../nbs/07_ops.ipynb
 class CopySlices(Function):

@@ -455,6 +455,7 @@ EVERY_FUNCTION = {   # the Function class it exercises: (expression, input shape
     'ScatterAdd': (lambda x: torch_or_ours(F.max_pool2d, TF.max_pool2d)(x * x, 3, 1, 1) ** 2, [(1, 1, 4, 4)]),  # windows overlap
     'BatchNormFunction': (lambda x, w, b: torch_or_ours(F.batch_norm, TF.batch_norm)(x, None, None, w, b, True) ** 3,
                           [(4, 3, 2), (3,), (3,)]),
+    'PrimalView': (lambda x: torch_or_ours(fs.autograd.forward_ad.PrimalView.apply, lambda t: t.view_as(t))(x) ** 3, [(3, 4)]),
 }
 
 

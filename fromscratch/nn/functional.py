@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 
 from ..core import Tensor, Function, grad_mode, default_generator, no_grad
+from ..ops import total, reduction_jvp
 
 # %% ../../nbs/09_functional.ipynb
 def relu(input, inplace=False):
@@ -48,6 +49,13 @@ class LinearFunction(Function):
         grad_weight = g.T @ input.reshape(_rows(input), input.shape[-1]) if needs[1] else None
         grad_bias = g.sum(0) if len(needs) > 2 and needs[2] else None
         return grad_input, grad_weight, grad_bias
+
+    @staticmethod
+    def jvp(ctx, t_input, t_weight, t_bias=None):   # bilinear in (input, weight): f(dx, W) + f(x, dW) + db
+        input, weight = ctx.saved_tensors
+        terms = [None if t_input is None else LinearFunction.apply(t_input, weight, None),
+                 None if t_weight is None else LinearFunction.apply(input, t_weight, None), t_bias]
+        return total([t for t in terms if t is not None])
 
 # %% ../../nbs/09_functional.ipynb
 def _rows(t):
@@ -211,6 +219,7 @@ class NLLLossFunction(Function):
     def backward(ctx, grad_output):
         coef = (0.0 - ctx.scale[:, None] * _onehot(ctx.t, ctx.valid, ctx.n_classes, np.float64)).astype(grad_output.dtype)
         return coef * (grad_output.reshape(-1, 1) if ctx.reduction == 'none' else grad_output), None, None, None, None
+    jvp = staticmethod(lambda ctx, t, *_: reduction_jvp(ctx, t, 1 if ctx.reduction == 'none' else None))
 
 # %% ../../nbs/09_functional.ipynb
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction='mean'):
@@ -273,6 +282,7 @@ def _cross_entropy_backward(ctx, grad_output):
     return grad, None, None, None, None, None
 
 CrossEntropyFunction.backward = staticmethod(_cross_entropy_backward)
+CrossEntropyFunction.jvp = staticmethod(lambda ctx, t, *_: reduction_jvp(ctx, t, 1 if ctx.reduction == 'none' else None))   # forward mode (notebook 14)
 
 # %% ../../nbs/09_functional.ipynb
 def _soft_cross_entropy(input, target, weight, reduction, label_smoothing):

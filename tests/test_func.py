@@ -1,0 +1,282 @@
+"""`fromscratch.func` against `torch.func` in float64: grad, grad_and_value, vjp, jvp, jacrev, jacfwd, hessian, vmap (each op's
+batching rule, in_dims/out_dims, nesting, errors), functional_call, and their compositions (per-sample gradients included)."""
+import numpy as np
+import pytest
+import torch
+
+import fromscratch as fs
+import fromscratch.func as ff
+import fromscratch.nn.functional as F
+from fromscratch import nn
+
+RNG = np.random.default_rng(0)
+
+
+def pair(*shape, positive=False, seed=None):
+    a = np.random.default_rng(seed).standard_normal(shape) if seed is not None else RNG.standard_normal(shape)
+    if positive: a = np.abs(a) + 0.5
+    return fs.tensor(a), torch.tensor(a)
+
+
+def close(ours, theirs, rtol=1e-9, atol=1e-11):
+    if isinstance(theirs, (tuple, list)):
+        assert isinstance(ours, (tuple, list)) and len(ours) == len(theirs)
+        for o, t in zip(ours, theirs): close(o, t, rtol, atol)
+        return
+    if isinstance(theirs, dict):
+        assert ours.keys() == theirs.keys()
+        for k in theirs: close(ours[k], theirs[k], rtol, atol)
+        return
+    assert not ours.requires_grad, 'a transform at the top hands back plain tensors'
+    assert tuple(ours.shape) == tuple(theirs.shape), (ours.shape, theirs.shape)
+    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=rtol, atol=atol)
+
+
+def lib(x): return fs if isinstance(x, fs.Tensor) else torch
+def fn(x): return F if isinstance(x, fs.Tensor) else torch.nn.functional
+
+SCALAR_FNS = {
+    'cubic': lambda x: (x ** 3).sum(),
+    'sin_x2': lambda x: (x.sin() * x ** 2).sum(),
+    'softmax_log': lambda x: (x.softmax(-1) * x).sum(),
+    'logsumexp': lambda x: x.logsumexp(-1).sum(),
+    'norm_tanh': lambda x: x.tanh().norm() + x.exp().mean(),
+    'var_max': lambda x: x.var() + x.max() * 0.5,
+}
+
+
+@pytest.mark.parametrize('shape', [(4,), (2, 3)], ids=str)
+@pytest.mark.parametrize('name', SCALAR_FNS)
+def test_grad_grad_and_value_hessian(name, shape):
+    f = SCALAR_FNS[name]
+    x, xt = pair(*shape)
+    close(ff.grad(f)(x), torch.func.grad(f)(xt))
+    g, v = ff.grad_and_value(f)(x)
+    gt, vt = torch.func.grad_and_value(f)(xt)
+    close(g, gt); close(v, vt)
+    close(ff.hessian(f)(x), torch.func.hessian(f)(xt), rtol=1e-8)
+
+
+def test_argnums_and_aux():
+    f = lambda x, y, z: ((x * y).sin().sum() + (y ** 2 * z).sum(), x.mean())
+    (x, xt), (y, yt), (z, zt) = pair(3), pair(3), pair(3)
+    for argnums in (0, 1, (0, 2), (2, 1), -1):
+        ours, aux = ff.grad(f, argnums, has_aux=True)(x, y, z)
+        theirs, auxt = torch.func.grad(f, argnums, has_aux=True)(xt, yt, zt)
+        close(ours, theirs); close(aux, auxt)
+
+
+def test_grad_of_trees_and_unused_inputs():
+    f = lambda p: (p['w'] * p['b'][0]).sum() + p['b'][1].exp().sum()
+    p = {'w': pair(3, seed=1)[0], 'b': (pair(3, seed=2)[0], pair(2, seed=3)[0])}
+    pt = {'w': pair(3, seed=1)[1], 'b': (pair(3, seed=2)[1], pair(2, seed=3)[1])}
+    close(ff.grad(f)(p), torch.func.grad(f)(pt))
+    x, xt = pair(3)
+    close(ff.grad(lambda x, y: (y * 2).sum(), 0)(x, x), torch.func.grad(lambda x, y: (y * 2).sum(), 0)(xt, xt))
+
+
+def test_grad_of_grad_and_jvp_of_grad():
+    x, xt = pair(4)
+    v, vt = pair(4)
+    f = SCALAR_FNS['sin_x2']
+    gg = lambda g: lambda x: g(lambda y: g(f)(y).sin().sum())(x)
+    close(gg(ff.grad)(x), gg(torch.func.grad)(xt))
+    ours = ff.jvp(ff.grad(f), (x,), (v,))
+    theirs = torch.func.jvp(torch.func.grad(f), (xt,), (vt,))
+    close(ours, theirs)
+
+
+def test_vjp():
+    f = lambda x, y: (x[:, None] * y).tanh()
+    (x, xt), (y, yt) = pair(3), pair(3, 4)
+    out, vjp_fn = ff.vjp(f, x, y)
+    outt, vjp_fnt = torch.func.vjp(f, xt, yt)
+    close(out, outt)
+    c, ct = pair(3, 4)
+    close(vjp_fn(c), vjp_fnt(ct))
+    close(vjp_fn(c), vjp_fnt(ct))       # vjp_fn can be called again
+    o, fn_, aux = ff.vjp(lambda x: (x.exp(), x.sum()), x, has_aux=True)
+    ot, fnt, auxt = torch.func.vjp(lambda x: (x.exp(), x.sum()), xt, has_aux=True)
+    close(aux, auxt); close(fn_(pair(3, seed=5)[0]), fnt(pair(3, seed=5)[1]))
+
+
+def test_jvp():
+    f = lambda x, y: ((x @ y).sigmoid(), x.sum(0))
+    (x, xt), (y, yt), (u, ut), (w, wt) = pair(2, 3), pair(3, 4), pair(2, 3), pair(3, 4)
+    close(ff.jvp(f, (x, y), (u, w)), torch.func.jvp(f, (xt, yt), (ut, wt)))
+    out, t, aux = ff.jvp(lambda x: (x.exp(), x.max()), (x,), (u,), has_aux=True)
+    outt, tt, auxt = torch.func.jvp(lambda x: (x.exp(), x.max()), (xt,), (ut,), has_aux=True)
+    close((out, t, aux), (outt, tt, auxt))
+
+
+@pytest.mark.parametrize('n_in,n_out', [(2, 6), (6, 2), (3, 3)])
+def test_jacrev_jacfwd_wide_and_tall(n_in, n_out):
+    A, At = pair(n_out, n_in)
+    f = lambda x: (A if isinstance(x, fs.Tensor) else At) @ x.tanh() + x.sum() ** 2
+    x, xt = pair(n_in)
+    close(ff.jacrev(f)(x), torch.func.jacrev(f)(xt))
+    close(ff.jacfwd(f)(x), torch.func.jacfwd(f)(xt))
+
+
+def test_jacobians_of_matrices_and_argnums():
+    f = lambda x, y: (x @ y).relu() * x.sum()
+    (x, xt), (y, yt) = pair(2, 3), pair(3, 2)
+    for argnums in (0, 1, (0, 1)):
+        close(ff.jacrev(f, argnums)(x, y), torch.func.jacrev(f, argnums)(xt, yt))
+        close(ff.jacfwd(f, argnums)(x, y), torch.func.jacfwd(f, argnums)(xt, yt))
+
+
+# ---- vmap: every batching rule against torch.vmap, several in_dims
+
+VMAP_FNS = {
+    'exp': (lambda x: x.exp(), [(3, 4)]), 'relu_abs': (lambda x: x.relu() - x.abs(), [(3, 4)]),
+    'sigmoid_tanh': (lambda x: x.sigmoid() * x.tanh(), [(3, 4)]), 'log_sqrt': (lambda x: (x.abs() + 1).log() + (x.abs() + 1).sqrt(), [(3, 4)]),
+    'add_bcast': (lambda x, y: x + y, [(3, 4), (4,)]), 'sub_mul': (lambda x, y: (x - y) * y, [(3, 4), (3, 1)]),
+    'div_pow': (lambda x, y: x / (y.abs() + 1) ** 2, [(3, 4), (4,)]), 'max_min': (lambda x, y: lib(x).maximum(x, y) + lib(x).minimum(x, y), [(3, 4), (4,)]),
+    'where_gt': (lambda x, y: lib(x).where(x > y, x, y * 2), [(3, 4), (3, 4)]), 'clamp': (lambda x: x.clamp(-0.5, 0.5), [(3, 4)]),
+    'sum_all': (lambda x: x.sum(), [(3, 4)]), 'sum_dim': (lambda x: x.sum(-1), [(3, 4)]), 'sum_keep': (lambda x: x.sum(0, keepdim=True), [(3, 4)]),
+    'mean': (lambda x: x.mean(), [(3, 4)]), 'mean_dims': (lambda x: x.mean((0, 1)), [(3, 4)]), 'var_std': (lambda x: x.var(1) + x.std(), [(3, 4)]),
+    'norm': (lambda x: x.norm(dim=0), [(3, 4)]), 'max_all': (lambda x: x.max(), [(3, 4)]), 'max_dim': (lambda x: x.max(1)[0], [(3, 4)]),
+    'min_keep': (lambda x: x.min(0, keepdim=True)[0], [(3, 4)]), 'logsumexp': (lambda x: x.logsumexp(1), [(3, 4)]),
+    'softmax': (lambda x: x.softmax(0), [(3, 4)]), 'log_softmax': (lambda x: x.log_softmax(-1), [(3, 4)]),
+    'prod_cumsum': (lambda x: x.prod(1) + x.cumsum(1)[:, -1], [(3, 4)]), 'reshape': (lambda x: x.reshape(2, -1), [(3, 4)]),
+    'view_flatten': (lambda x: x.view(-1) + x.flatten(), [(3, 4)]), 'unsqueeze_squeeze': (lambda x: x.unsqueeze(1).squeeze(1), [(3, 4)]),
+    'permute_T': (lambda x: x.permute(1, 0) + x.T, [(4, 4)]), 'transpose': (lambda x: x.transpose(0, 1), [(3, 4)]),
+    'expand': (lambda x: x[:1].expand(3, 4) * x, [(3, 4)]), 'index': (lambda x: x[1:, ::2], [(3, 4)]),
+    'index_int': (lambda x: x[[0, 2, 2]], [(3, 4)]), 'index_none': (lambda x: x[None, 0], [(3, 4)]),
+    'repeat': (lambda x: x.repeat(2, 1), [(3, 4)]), 'cat': (lambda x, y: lib(x).cat([x, y], 1), [(3, 4), (3, 2)]),
+    'stack': (lambda x, y: lib(x).stack([x, y], -1), [(3, 4), (3, 4)]),
+    'matmul_mv': (lambda x, y: x @ y, [(3, 4), (4,)]), 'matmul_mm': (lambda x, y: x @ y, [(3, 4), (4, 2)]),
+    'matmul_vv': (lambda x, y: x @ y, [(4,), (4,)]), 'matmul_vm': (lambda x, y: x @ y, [(4,), (4, 2)]),
+    'matmul_batch': (lambda x, y: x @ y, [(2, 3, 4), (4, 5)]), 'einsum': (lambda x, y: lib(x).einsum('ij,jk->ik', x, y), [(3, 4), (4, 2)]),
+    'linear': (lambda x, w: fn(x).linear(x, w), [(3, 4), (2, 4)]), 'linear_bias': (lambda x, w, b: fn(x).linear(x, w, b), [(4,), (2, 4), (2,)]),
+    'mse': (lambda x, y: fn(x).mse_loss(x, y), [(3, 4), (3, 4)]), 'soft_ce': (lambda x, y: fn(x).cross_entropy(x, y.softmax(-1)), [(3, 4), (3, 4)]),
+    'float32': (lambda x: x.float(), [(3, 4)]), 'eq_not': (lambda x: (~(x > 0)) * x, [(3, 4)]),
+}
+
+
+def batched_inputs(shapes, dims, size=5, seed=0):
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for s, d in zip(shapes, dims):
+        a = rng.standard_normal(s)
+        if d is not None: a = np.stack([rng.standard_normal(s) for _ in range(size)], d)
+        arrays.append(a)
+    return arrays
+
+
+@pytest.mark.parametrize('name', VMAP_FNS)
+def test_vmap_rule(name):
+    f, shapes = VMAP_FNS[name]
+    combos = [(0,) * len(shapes), (-1,) + (None,) * (len(shapes) - 1)]
+    if len(shapes) > 1: combos.append((None,) + (0,) * (len(shapes) - 1))
+    for dims in combos:
+        arrays = batched_inputs(shapes, dims)
+        ours = ff.vmap(f, in_dims=dims)(*[fs.tensor(a) for a in arrays])
+        theirs = torch.func.vmap(f, in_dims=dims)(*[torch.tensor(a) for a in arrays])
+        close(ours, theirs, rtol=1e-6 if name == 'float32' else 1e-9, atol=1e-6 if name == 'float32' else 1e-11)
+
+
+def test_vmap_is_the_loop_over_samples():
+    f = lambda x, w: (x @ w).tanh().sum(0)
+    X, W = pair(7, 3, 4), pair(4, 2)
+    out = ff.vmap(f, in_dims=(0, None))(X[0], W[0])
+    loop = fs.stack([f(X[0][i], W[0]) for i in range(7)])
+    np.testing.assert_allclose(out.numpy(), loop.numpy(), rtol=1e-12)
+
+
+def test_vmap_out_dims_trees_and_nesting():
+    (x, xt), (y, yt) = pair(5, 3), pair(4, 3)
+    f = lambda a, b: {'dot': (a * b).sum(), 'outer': a[:, None] * b}
+    inner = lambda m: lambda a: m.vmap(lambda b: f(a, b))(y if m is ff else yt)
+    close(ff.vmap(inner(ff))(x), torch.func.vmap(inner(torch.func))(xt))
+    close(ff.vmap(lambda a: (a.exp(), a.sum()), out_dims=(1, 0))(x), torch.func.vmap(lambda a: (a.exp(), a.sum()), out_dims=(1, 0))(xt))
+    close(ff.vmap(lambda a: fs.ones(2, dtype=fs.float64))(x), torch.ones(5, 2, dtype=torch.float64))   # an output that does not vary
+
+
+def test_vmap_errors():
+    x, y = fs.ones(3, 2), fs.ones(4, 2)
+    with pytest.raises(ValueError, match=r"Expected all tensors to have the same size in the mapped dimension, got sizes \[3, 4\]"):
+        ff.vmap(lambda a, b: a + b)(x, y)
+    with pytest.raises(ValueError, match="in_dims is not compatible with the structure of `inputs`"):
+        ff.vmap(lambda a, b: a + b, in_dims=(0,))(x, x)
+    with pytest.raises(ValueError, match="so expected in_dim to satisfy -2 <= in_dim < 2"):
+        ff.vmap(lambda a: a, in_dims=2)(x)
+    with pytest.raises(RuntimeError, match=r"calling \.item\(\) on a Tensor"):
+        ff.vmap(lambda a: a.sum().item())(x)
+    with pytest.raises(NotImplementedError, match="there is no batching rule for GELUFunction"): ff.vmap(F.gelu)(x)
+
+
+def test_vmap_of_grad_jacrev_hessian_vjp_and_jvp():
+    X, Xt = pair(5, 4)
+    x, xt = pair(4)
+    f = SCALAR_FNS['sin_x2']
+    g = lambda x: x.sin() * x[0]
+    close(ff.vmap(ff.grad(f))(X), torch.func.vmap(torch.func.grad(f))(Xt))
+    close(ff.vmap(ff.jacrev(g))(X), torch.func.vmap(torch.func.jacrev(g))(Xt))
+    close(ff.vmap(ff.hessian(f))(X), torch.func.vmap(torch.func.hessian(f))(Xt), rtol=1e-8)
+    out, vjp_fn = ff.vjp(g, x)
+    close(ff.vmap(vjp_fn)(fs.eye(4, dtype=fs.float64))[0], torch.func.jacrev(g)(xt))          # a batch of cotangents
+    close(ff.vmap(lambda v: ff.jvp(g, (x,), (v,))[1])(fs.eye(4, dtype=fs.float64)), torch.func.jacfwd(g)(xt).T)
+    close(ff.vmap(lambda a: ff.jvp(g, (a,), (a,))[1])(X), torch.func.vmap(lambda a: torch.func.jvp(g, (a,), (a,))[1])(Xt))
+
+
+def models():
+    fs.manual_seed(0)
+    ours = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3)).double()
+    theirs = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.Tanh(), torch.nn.Linear(6, 3)).double()
+    with torch.no_grad():
+        for (_, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()): q.copy_(torch.tensor(p.detach().numpy()))
+    return ours, theirs
+
+
+def test_functional_call():
+    model, tmodel = models()
+    params = {k: v.detach() * 2 for k, v in model.named_parameters()}
+    tparams = {k: v.detach() * 2 for k, v in tmodel.named_parameters()}
+    x, xt = pair(5, 4)
+    close(ff.functional_call(model, params, (x,)), torch.func.functional_call(tmodel, tparams, (xt,)))
+    close(ff.functional_call(model, params, x), torch.func.functional_call(tmodel, tparams, xt))
+    np.testing.assert_allclose(model(x).detach().numpy(), tmodel(xt).detach().numpy(), rtol=1e-12)   # its own weights are back
+    with pytest.raises(RuntimeError, match="Missing key"): ff.functional_call(model, {'0.weight': params['0.weight']}, (x,), strict=True)
+
+
+def test_per_sample_gradients_like_the_torch_func_tutorial():
+    model, tmodel = models()
+    X, Xt = pair(8, 4)
+    labels = np.random.default_rng(3).integers(0, 3, 8)
+    Y, Yt = fs.tensor(np.eye(3)[labels]), torch.tensor(np.eye(3)[labels])
+    def loss(m, mod, f):
+        def compute(params, x, y):
+            return f.cross_entropy(m.func.functional_call(mod, params, (x[None],)), y[None])
+        return compute
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    tparams = {k: v.detach() for k, v in tmodel.named_parameters()}
+    ours = ff.vmap(ff.grad(loss(fs, model, F)), in_dims=(None, 0, 0))(params, X, Y)
+    theirs = torch.func.vmap(torch.func.grad(loss(torch, tmodel, torch.nn.functional)), in_dims=(None, 0, 0))(tparams, Xt, Yt)
+    close(ours, theirs)
+    one = ff.grad(loss(fs, model, F))(params, X[3], Y[3])      # the loop's answer for one sample
+    close({k: v[3] for k, v in ours.items()}, {k: torch.tensor(v.numpy()) for k, v in one.items()})
+    t, tt = fs.tensor(labels), torch.tensor(labels)     # class-index targets, unbatched: the fused cross_entropy's batching rule
+    X3, X3t = pair(5, 8, 4)
+    for reduction in ('mean', 'sum', 'none'):
+        ours = ff.vmap(lambda x: F.cross_entropy(ff.functional_call(model, params, (x,)), t, reduction=reduction))(X3)
+        theirs = torch.func.vmap(lambda x: torch.nn.functional.cross_entropy(
+            torch.func.functional_call(tmodel, tparams, (x,)), tt, reduction=reduction))(X3t)
+        close(ours, theirs)
+
+
+def test_errors_as_torch_func():
+    x = fs.ones(3)
+    with pytest.raises(RuntimeError, match="Expected f\\(\\*args\\) to return a scalar Tensor, got tensor with 1 dims"):
+        ff.grad(lambda x: x * 2)(x)
+    with pytest.raises(RuntimeError, match="Got argnums=2, but only 1 positional inputs"): ff.grad(lambda x: x.sum(), 2)(x)
+    with pytest.raises(RuntimeError, match="Expected primals to be a tuple"): ff.jvp(lambda x: x, x, (x,))
+    with pytest.raises(RuntimeError, match="output of function f should be a tuple"): ff.grad(lambda x: x.sum(), has_aux=True)(x)
+
+
+def test_rules_are_found_for_ops_defined_again():
+    "Running a notebook's cells again in one process (as the docs build does) defines its ops again, under the same names."
+    again = type('Exp', (fs.ops.Pointwise,), {})
+    assert ff.rule_of(again) is ff.rule_of(fs.ops.Exp)
+    with pytest.raises(NotImplementedError, match="no batching rule for Unknown"): ff.rule_of(type('Unknown', (), {}))
