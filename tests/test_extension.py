@@ -175,6 +175,24 @@ def test_ours_gradcheck(ours):
     assert fs.autograd.gradcheck(ce.gelu_cpp, (x.t().requires_grad_(),))               # not contiguous
 
 
+def test_ours_higher_derivatives(ours):
+    rng = np.random.default_rng(3)
+    x = fs.tensor(3 * rng.standard_normal((3, 4)), requires_grad=True)
+    assert fs.autograd.gradgradcheck(ce.gelu_cpp, (x,))
+    assert fs.autograd.gradcheck(lambda g, x: ce.GELUExtensionBackward.apply(g, x),
+                                 (fs.tensor(rng.standard_normal(5), requires_grad=True), fs.tensor(rng.standard_normal(5), requires_grad=True)))
+    xs = np.linspace(-5, 5, 41)
+    ys, ts = fs.tensor(xs, requires_grad=True), torch.tensor(xs, requires_grad=True)
+    y, t = ce.gelu_cpp(ys), TF.gelu(ts)
+    for order in (1, 2, 3):
+        y, = fs.autograd.grad(y.sum(), ys, create_graph=True)
+        t, = torch.autograd.grad(t.sum(), ts, create_graph=True)
+        check_close(y, t, rtol=1e-11, atol=1e-14, name=f'derivative {order}')
+    x1 = fs.tensor(xs, requires_grad=True)
+    ce.gelu_cpp(x1).sum().backward()                     # without create_graph the backward records nothing
+    assert x1.grad.grad_fn is None and not x1.grad.requires_grad
+
+
 def test_ours_matches_torch_and_the_exact_values(ours, torch_gelu):
     xs = np.linspace(-12, 12, 2001)
     g = np.random.default_rng(1).standard_normal(2001)

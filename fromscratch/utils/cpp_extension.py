@@ -7,13 +7,15 @@ __all__ = ['GELU_KERNELS', 'COMPILERS', 'GELU_TORCH_BINDINGS', 'GELU_C_API', 'BA
            'DTYPE_SUFFIX', 'find_compiler', 'find_ninja', 'python_headers', 'extensions_root', 'source_key',
            'build_lock', 'set_environ', 'torch_load_inline', 'gelu_torch_extension', 'gelu_torch_function',
            'compile_library', 'build_library', 'c_type', 'parse_declaration', 'as_argument', 'CFunction', 'load_inline',
-           'gelu_extension', 'gelu_kernel', 'gelu_forward_array', 'gelu_backward_array', 'GELUExtension', 'gelu_cpp']
+           'gelu_extension', 'gelu_kernel', 'gelu_forward_array', 'gelu_backward_array', 'GELUExtensionBackward',
+           'GELUExtension', 'gelu_cpp']
 
 # %% ../../nbs/20_extension.ipynb
 import contextlib
 import ctypes
 import functools
 import hashlib
+import math
 import operator
 import os
 import re
@@ -315,6 +317,19 @@ def gelu_backward_array(grad_output, x):
     return grad_input
 
 # %% ../../nbs/20_extension.ipynb
+class GELUExtensionBackward(Function):
+    "`grad_output * GELU'(x)` by the C++ kernel, as an op of its own, so that a gradient through GELU has a gradient."
+    @staticmethod
+    def forward(ctx, grad_output, x):
+        ctx.save_for_backward(grad_output, x)
+        return Tensor(gelu_backward_array(grad_output.array, x.array))
+    @staticmethod
+    def backward(ctx, grad):
+        grad_output, x = ctx.saved_tensors
+        second = (-0.5 * x * x).exp() * (2 - x * x) * (1 / math.sqrt(2 * math.pi))     # GELU''(x) = phi(x) (2 - x^2)
+        return GELUExtensionBackward.apply(grad, x), grad * grad_output * second
+
+# %% ../../nbs/20_extension.ipynb
 class GELUExtension(Function):
     "GELU for our engine, forward and backward in C++ (exact, with erfc)."
     @staticmethod
@@ -324,7 +339,7 @@ class GELUExtension(Function):
     @staticmethod
     def backward(ctx, grad_output):
         x, = ctx.saved_tensors
-        return Tensor(gelu_backward_array(grad_output.array, x.array))
+        return GELUExtensionBackward.apply(grad_output, x)
 
 def gelu_cpp(input):
     "The exact GELU of the tensor `input` through the C++ kernels."
