@@ -377,9 +377,10 @@ def test_killed_build_leaves_no_library_and_the_next_load_works(tmp_path, when):
 def test_a_library_that_does_not_load_is_rebuilt(tmp_path):
     "A file under the library's name that is not a library (which our builds never leave) is compiled again."
     build = tmp_path / 'build'
-    path = Path(ce.load_inline('fs_test_garbage', TWICE_SOURCE, ['twice'], build_directory=build).__file__)
-    whole = path.read_bytes()
-    path.write_bytes(b'not a shared library')
+    path = ce.build_library('fs_test_garbage', TWICE_SOURCE, build_directory=build)   # built, not loaded here: a library
+    whole = path.read_bytes()                         # overwritten in place while loaded crashes its process (SIGBUS)
+    (build / 'garbage').write_bytes(b'not a shared library')
+    os.replace(build / 'garbage', path)
     done = run_python(f"""
         import numpy as np
         from fromscratch.utils.cpp_extension import load_inline
