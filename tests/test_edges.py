@@ -20,6 +20,7 @@ from hypothesis.extra import numpy as hnp
 import fromscratch as fs
 import fromscratch.nn.functional as F
 from fromscratch.core import Tensor
+from fromscratch.utils import cpp_extension    # its GELU Functions are ops of the library too (needs a C++ compiler)
 from engines import check_both, check_second, make_inputs
 
 EDGE = settings(max_examples=60, deadline=None, derandomize=True, database=None,
@@ -456,6 +457,8 @@ EVERY_FUNCTION = {   # the Function class it exercises: (expression, input shape
     'BatchNormFunction': (lambda x, w, b: torch_or_ours(F.batch_norm, TF.batch_norm)(x, None, None, w, b, True) ** 3,
                           [(4, 3, 2), (3,), (3,)]),
     'PrimalView': (lambda x: torch_or_ours(fs.autograd.forward_ad.PrimalView.apply, lambda t: t.view_as(t))(x) ** 3, [(3, 4)]),
+    'GELUExtension': (lambda x: torch_or_ours(cpp_extension.gelu_cpp, TF.gelu)(x) * x, [(3, 4)]),
+    'GELUExtensionBackward': (lambda x: torch_or_ours(cpp_extension.gelu_cpp, TF.gelu)(x * x + x), [(3, 4)]),
 }
 
 
