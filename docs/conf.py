@@ -45,6 +45,7 @@ html_theme = 'sphinx_book_theme'
 html_title = project
 html_static_path = ['_static']
 html_css_files = ['fromscratch.css']
+html_js_files = ['search-math.js']
 html_favicon = '_static/favicon.svg'
 html_copy_source = False
 html_show_sourcelink = False

@@ -238,6 +238,7 @@ _PAGE_FACTS = r"""(() => {
   return {
     h1: (main.querySelector('h1') || {}).textContent,
     images: [...document.querySelectorAll('article img')].map(i => ({src: i.currentSrc || i.src, alt: i.alt,
+             figure: i.classList.contains('fs-figure'),
              w: i.naturalWidth, h: i.naturalHeight, bw: box(i).width, complete: i.complete})),
     math: document.querySelectorAll('article mjx-container').length,
     mathSource: document.querySelectorAll('article .math').length,
@@ -272,6 +273,9 @@ def test_browse_every_page(browser, site, pages, served):
                 failures.append(f'{name}: image {img["src"][:100]} did not load: {img}')
             if not img['alt'].strip() or img['alt'] == 'TODO' or 'made by cell' in img['alt']:
                 failures.append(f'{name}: image {img["src"][-40:]} has no alt text saying what it shows')
+            if img['figure'] and img['w'] < 1.9 * img['bw'] and not img['src'].endswith('.svg'):
+                failures.append(f'{name}: figure {img["src"][-40:]} is {img["w"]} px drawn {img["bw"]:.0f} px wide: '
+                                'not at 2x (re-run the notebook with tools/refresh.py, which stores figures at 2x)')
         if facts['mathSource'] and not facts['math']: failures.append(f'{name}: maths was not typeset')
         if facts['mathErrors']: failures.append(f'{name}: {facts["mathErrors"]} maths errors')
         if facts['raw']: failures.append(f'{name}: raw markup in the text: {facts["raw"]}')
@@ -287,17 +291,34 @@ def test_browse_every_page(browser, site, pages, served):
     for i, name in enumerate(names): assert (SHOTS / f'{i:02d}-{name}.png').exists()
 
 
+_SEARCH = r"""(async () => {
+  for (let i = 0; i < 150; i++) {
+    await new Promise(r => setTimeout(r, 100));
+    const items = [...document.querySelectorAll('#search-results li')];
+    if (items.length && !document.querySelector('#search-progress')?.textContent.includes('Preparing')
+        && items.every(li => li.querySelector('p.context') || i > 100))
+      return items.map(li => ({href: li.querySelector('a').getAttribute('href'),
+                               context: (li.querySelector('p.context') || {}).textContent || ''}));
+  }
+  return [];
+})()"""
+
+
 def test_search_finds_an_exported_function(browser, served):
     problems = browser.open(served + 'search.html?q=check_close')
-    hits = browser.evaluate(r"""(async () => {
-      for (let i = 0; i < 100; i++) {
-        await new Promise(r => setTimeout(r, 100));
-        const links = [...document.querySelectorAll('#search-results a')];
-        if (links.length) return links.map(a => a.getAttribute('href'));
-      }
-      return [];
-    })()""", promise=True)
-    assert problems == [] and any(h.startswith('testing.html') for h in hits), (problems, hits)
+    hits = browser.evaluate(_SEARCH, promise=True)
+    assert problems == [] and any(h['href'].startswith('testing.html') for h in hits), (problems, hits)
+
+
+def test_search_results_show_no_raw_tex(browser, served):
+    "Results for a word from the maths-heavy lessons quote their text without TeX delimiters."
+    problems = browser.open(served + 'search.html?q=gradient')
+    hits = browser.evaluate(_SEARCH, promise=True)
+    browser.screenshot(SHOTS / 'search.png', tile=None)
+    assert problems == [] and len(hits) >= 10, (problems, hits)
+    contexts = [h['context'] for h in hits if h['context']]
+    assert contexts and not [c for c in contexts if re.search(r'\\[()\[\]]|\$', c)], contexts
+    assert not [c for c in contexts if re.match(r'\W*Contents', c)], 'results quote the page contents, not the lesson'
 
 
 def test_dark_mode(browser, served):
@@ -315,3 +336,33 @@ def test_dark_mode(browser, served):
     (dark, dark_bg), (light, light_bg) = [m.rsplit('/', 1) for m in mode]
     assert dark == 'dark/dark' and light == 'light/light' and dark_bg != light_bg, mode
     assert browser.problems(served) == []
+
+
+# ---------------------------------------------------------------------------------------------------
+# The conversions, one by one
+
+def test_quarto_markup_becomes_myst():
+    card = '[source](https://example.org/x.py#L1){target="_blank" style="float:right; font-size:smaller"}\n\n### f'
+    assert docs.quarto_to_myst(card) == '[source](https://example.org/x.py#L1)\n\n### f'
+    assert docs.quarto_to_myst('::: {.callout-warning}\nCareful.\n:::') == ':::{warning}\nCareful.\n:::'
+    assert docs.quarto_to_myst('::: {.py-2 .px-3 .border}\nA box.\n\n:::') == 'A box.\n'
+    assert docs.quarto_to_myst('```\n:::\n```') == '```\n:::\n```'          # code is left alone
+
+
+def test_cell_options_and_imports():
+    opts, code = docs.split_directives('#| echo: false\n#| fig-alt: A line\n# NBVAL_IGNORE_OUTPUT\nplt.plot(x)')
+    assert opts == {'echo': 'false', 'fig-alt': 'A line'} and code == 'plt.plot(x)'
+    opts, code = docs.split_directives('# Solution 2, continued\n#| fig-alt: Two bars\nplt.bar(x, y)')
+    assert opts == {'fig-alt': 'Two bars'} and code == '# Solution 2, continued\nplt.bar(x, y)'
+    assert docs.only_imports('import torch\nfrom fastcore.test import test_fail\n%matplotlib inline')
+    assert not docs.only_imports('import torch\nx = torch.ones(2)') and not docs.only_imports('shutil.rmtree(work)')
+    with pytest.raises(docs.DocBuildError, match='fig-alt'): docs.alt_text({}, 'plt.plot(x)', 'nbs/x.ipynb, cell 3')
+    assert docs.alt_text({}, "ax.set_title('loss per step')", '') == 'Figure: loss per step'
+
+
+def test_names_in_backticks_become_links():
+    link = docs.Linker({'check_close': 'fromscratch.testing.check_close'}, {'05_value': 'value'})
+    md = 'Use `check_close`, see `05_value` and `nbs/05_value.ipynb`; `x + 1` and [`check_close`](a.html) stay.'
+    assert link(md) == ('Use {py:obj}`check_close <fromscratch.testing.check_close>`, see [`05_value`](value.ipynb) '
+                        'and [`nbs/05_value.ipynb`](value.ipynb); `x + 1` and [`check_close`](a.html) stay.')
+    assert link('```\n`check_close`\n```') == '```\n`check_close`\n```'

@@ -231,26 +231,26 @@ def directive(kind, fullname, obj, doc, extra='', noindex=False):
 # From a processed notebook to the notebook MyST-NB reads
 
 _re_quarto_attr = re.compile(r'(?<=[)\]])\{(?:target|style|\.|#|fig-|width|height)[^}\n]*\}')
-_re_callout = re.compile(r'^:::+\s*\{?\.callout-(\w+)[^}\n]*\}?\s*$', re.M)
-_re_div_open = re.compile(r'^:::+\s*\{[^}\n]*\}\s*$|^:::+\s*$', re.M)
+_re_div = re.compile(r'^(:{3,})\s*(\{[^}\n]*\})?\s*$')
+_CALLOUTS = {'note': 'note', 'tip': 'tip', 'warning': 'warning', 'important': 'important', 'caution': 'caution'}
 _re_backtick = re.compile(r'(?<![`\w\]])`([^`\n]+)`(?![`(\w])')
-_re_fence = re.compile(r'^(```|~~~)', re.M)
-_re_link = re.compile(r'\[[^\]\n]*\]\([^)\n]*\)')
 
 
 def quarto_to_myst(md):
-    "Quarto's attributes (`{target=\"_blank\"}`) dropped, its callouts as MyST admonitions, other divs unwrapped."
+    "Quarto's link attributes (`{target=\"_blank\"}`) dropped, its callouts as MyST admonitions, other divs unwrapped."
     md = _re_quarto_attr.sub('', md)
-    md = _re_callout.sub(lambda m: ':::{' + {'tip': 'tip', 'warning': 'warning', 'important': 'important',
-                                             'caution': 'caution'}.get(m.group(1), 'note') + '}', md)
-    out, depth = [], 0
+    out, stack, fence = [], [], None
     for line in md.split('\n'):
-        if line.startswith(':::{') and line.rstrip().endswith('}') is False: out.append(line); continue
-        if re.match(r'^:::\{(note|tip|warning|important|caution)\}$', line): depth += 1; out.append(line); continue
-        if _re_div_open.match(line):
-            if line.strip(':').strip() == '' and depth: depth -= 1; out.append(':::')
-            continue
-        out.append(line)
+        if re.match(r'^\s*(```|~~~)', line):
+            fence = None if fence else line.strip()[:3]
+        m = None if fence else _re_div.match(line)
+        if not m: out.append(line); continue
+        attrs = m.group(2) or ''
+        if attrs:                                            # an opening div
+            kind = re.search(r'\.callout-(\w+)', attrs)
+            stack.append(bool(kind))
+            if kind: out.append(':::{' + _CALLOUTS.get(kind.group(1), 'note') + '}')
+        elif stack and stack.pop(): out.append(':::')         # the end of a callout; other divs just unwrap
     return '\n'.join(out)
 
 
