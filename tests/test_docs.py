@@ -175,7 +175,7 @@ def test_broken_cross_reference_fails_the_build():
             docs.build(tmp / 'site', nbs, quiet=True, src=tmp / 'src')
         assert 'fromscratch.no_such_function' in str(e.value) and 'missing' in str(e.value)
         assert len(re.findall('WARNING', str(e.value))) == 2, str(e.value)
-        assert not (tmp / 'site').exists() and not (tmp / 'site.building').exists()
+        assert not (tmp / 'site').exists() and not (tmp / 'src-html').exists()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -336,6 +336,34 @@ def test_dark_mode(browser, served):
     (dark, dark_bg), (light, light_bg) = [m.rsplit('/', 1) for m in mode]
     assert dark == 'dark/dark' and light == 'light/light' and dark_bg != light_bg, mode
     assert browser.problems(served) == []
+
+
+# ---------------------------------------------------------------------------------------------------
+# For those who have quarto: nbdev's own site from the same notebooks
+
+def test_quarto_config_for_nbdev_docs(tmp_path, monkeypatch):
+    "nbdev_docs/nbdev_preview read nbs/_quarto.yml; the top-level _quarto.yml is the same file."
+    import yaml
+    from nbdev.serve import _proc_file
+    top, nbs_yml = ROOT / '_quarto.yml', ROOT / 'nbs' / '_quarto.yml'
+    assert top.resolve() == nbs_yml.resolve()
+    cfg = yaml.safe_load(nbs_yml.read_text())
+    assert cfg['project']['type'] == 'website' and 'sidebar.yml' in cfg['metadata-files']
+    assert 'contents' not in cfg['website'].get('sidebar', {}), 'the sidebar comes from nbdev_sidebar, not a list'
+    monkeypatch.chdir(ROOT)          # relative paths: _proc_file skips any path with a part that starts with '.'
+    _proc_file(Path('nbs/_quarto.yml'), tmp_path, Path('nbs'))
+    assert (tmp_path / '_quarto.yml').read_text() == nbs_yml.read_text()
+
+
+def test_page_order_is_nbdevs():
+    "quarto users get their sidebar from `nbdev_sidebar`: this site lists the notebooks in its order."
+    import contextlib
+    import io
+    from nbdev.quarto import nbdev_sidebar
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf): nbdev_sidebar.__wrapped__(path=str(ROOT / 'nbs'), printit=True, force=True)
+    theirs = re.findall(r'^\s*- (\S+\.ipynb)\s*$', buf.getvalue(), re.M)
+    assert theirs == [nb.relative_to(ROOT / 'nbs').as_posix() for nb in docs.course_notebooks(ROOT / 'nbs')]
 
 
 # ---------------------------------------------------------------------------------------------------

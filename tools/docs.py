@@ -524,7 +524,9 @@ def build(out=ROOT / '_site', nbs=ROOT / 'nbs', quiet=False, src=None):
     out = Path(out).resolve()
     src = Path(src or ROOT / 'build' / 'docs-src').resolve()
     prepare(src, nbs, quiet)
-    staging = out.with_name(out.name + '.building')           # a failed build leaves the last good site alone
+    # Sphinx writes into a folder beside the sources (MyST-NB keeps its files beside that folder): a failed
+    # build leaves the last good site alone, and nothing lands at the top of the project
+    staging = src.parent / (src.name + '-html')
     doctrees = src.parent / (src.name + '-doctrees')          # no cache: every build starts from the notebooks
     for d in (staging, doctrees):
         if d.exists(): shutil.rmtree(d)
@@ -537,7 +539,8 @@ def build(out=ROOT / '_site', nbs=ROOT / 'nbs', quiet=False, src=None):
     if r.stderr.strip(): print(r.stderr.strip(), file=sys.stderr)
     shutil.copy2(src / 'pages.json', staging / 'pages.json')
     if out.exists(): shutil.rmtree(out)
-    staging.rename(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(staging, out)
     if not quiet: print(f'Built the site into {out}', flush=True)
     return out
 
