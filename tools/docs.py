@@ -214,13 +214,11 @@ def docstring(obj):
 def directive(kind, fullname, obj, doc, extra='', noindex=False):
     "A MyST block for one documented object."
     sig = signature(obj) if kind in ('class', 'function', 'method', 'staticmethod', 'classmethod') else ''
-    if kind in ('method', 'classmethod') and inspect.isfunction(obj) or inspect.ismethod(obj):
+    if (kind in ('method', 'classmethod') and inspect.isfunction(obj)) or inspect.ismethod(obj):
         sig = re.sub(r'^\((?:self|cls)(?:, |(?=\)))', '(', sig)       # bound or not, shown as it is called
     if kind == 'class' and sig == '(*args, **kwargs)': sig = ''
     opts = [':no-index:'] if noindex else []
     if kind in ('staticmethod', 'classmethod'): kind, opts = 'method', opts + [f':{kind}:']
-    if kind == 'data':
-        kind = 'data'
     body = '\n\n'.join(x for x in (doc, extra) if x)
     fence = '````' if '```' in body else ':::'
     head = f'{fence}{{py:{kind}}} {fullname}{sig}'
@@ -446,12 +444,6 @@ def built_in(dname, where_built, modidx):
     page = next((modidx.get('pages', {}).get('.'.join(parts[:i])) for i in range(len(parts), 1, -1)
                  if '.'.join(parts[:i]) in modidx.get('pages', {})), None)      # the notebook the module comes from
     return f'Built in {{doc}}`{page}`.' if page else ''
-
-
-def _page_of_module(mod, modidx):
-    syms = modidx.get('syms', {}).get(mod, {})
-    for url, _ in syms.values(): return url.split('.html')[0]
-    return None
 
 
 # ---------------------------------------------------------------------------------------------------
