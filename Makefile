@@ -11,6 +11,7 @@ TORCH ?= torch==2.13.0
 LAB_ARGS ?=
 PORT ?= 8000
 SITE ?= _site
+DOCS_SRC ?= build/docs-src
 SERVE_ARGS ?=
 
 .PHONY: lab test test-kernels install export readme docs serve-docs bench mutants clean
@@ -44,13 +45,14 @@ export: $(STAMP)
 readme: $(STAMP)
 	$(PY) tools/readme.py
 
-# The documentation site, offline: every notebook as a static HTML page in $(SITE)/ (no quarto needed).
+# The documentation site, offline: Sphinx + MyST-NB + sphinx-book-theme build every notebook, from its stored
+# outputs, into $(SITE)/ (docs/conf.py; nbdev's processors prepare the notebooks into $(DOCS_SRC)/ first).
 docs: $(STAMP)
-	$(PY) tools/docsite.py build $(SITE)
+	$(PY) tools/docs.py build $(SITE) --src $(DOCS_SRC)
 
 # Serve $(SITE)/ on http://127.0.0.1:$(PORT)/ for your browser (builds it first if it is missing).
 serve-docs: $(STAMP)
-	$(PY) tools/docsite.py serve $(SITE) --port $(PORT) $(SERVE_ARGS)
+	$(PY) tools/docs.py serve $(SITE) --port $(PORT) $(SERVE_ARGS)
 
 # Benchmarks against torch and hand-written numpy, side by side in one run (BENCH_ARGS=--quick for a fast look).
 bench: $(STAMP)

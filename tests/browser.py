@@ -101,8 +101,12 @@ class Chromium:
         return out
 
     def screenshot(self, path, tile=12000):
-        "The whole page as PNG: `path`, or `name-1.png`, `name-2.png`, ... for a page taller than `tile` pixels."
+        """The whole page as PNG: `path`, or `name-1.png`, `name-2.png`, ... for a page taller than `tile` pixels;
+        with `tile=None`, what the window shows."""
         import base64
+        if tile is None:
+            path.write_bytes(base64.b64decode(self.call('Page.captureScreenshot', format='png')['data']))
+            return
         size = self.call('Page.getLayoutMetrics')['cssContentSize']
         width, height = int(size['width']), int(size['height']) + 1
         tops = range(0, height, tile)

@@ -3,6 +3,7 @@
     python tools/readme.py           # write README.md
     python tools/readme.py --check   # exit 1 if README.md is out of date
 """
+import re
 import sys
 from pathlib import Path
 
@@ -23,7 +24,8 @@ def directives(source):
 
 def cell_markdown(cell):
     "One cell of the notebook as GitHub markdown: prose as is, code in a fence, text outputs below it."
-    if cell.cell_type == 'markdown': return cell.source.strip()
+    if cell.cell_type == 'markdown':       # images are relative to nbs/ in the notebook, to the top in README.md
+        return re.sub(r'(!\[[^\]]*\]\()(?![a-z][a-z0-9+.-]*:|/)', r'\1nbs/', cell.source.strip())
     if cell.cell_type != 'code': return ''
     flags = directives(cell.source)
     if 'hide' in flags or 'default_exp' in flags or 'export' in flags: return ''

@@ -21,10 +21,16 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# Figures are stored at twice their size, with the size to show them at (matplotlib's "retina" format), so
+# that the documentation site shows them sharp on any screen. Only the stored pictures change: nbval does not
+# compare images, and a notebook opened in Jupyter draws its figures as you have set it up to.
+KERNEL_ARGS = ['--InlineBackend.figure_formats=retina']
+
+
 def run_notebook(path, timeout=1200):
     "Execute the notebook at `path` in its own folder with this interpreter's kernel and save it."
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name='python3',
+    client = NotebookClient(nb, timeout=timeout, kernel_name='python3', extra_arguments=KERNEL_ARGS,
                             resources={'metadata': {'path': str(Path(path).parent)}})
     client.execute()
     nbformat.write(nb, path)
