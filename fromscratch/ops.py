@@ -25,7 +25,7 @@ __all__ = ['Exp', 'Log', 'Sqrt', 'Tanh', 'Sigmoid', 'Abs', 'Relu', 'Sin', 'Cos',
            'einsum_grad', 'on_diagonals', 'einsum', 'numpy_index', 'may_repeat', 'Index', 'IndexAdd', 'getitem',
            'iterate', 'tangent_or_zeros', 'check_cat', 'check_stack', 'Cat', 'Stack', 'cat', 'stack', 'products_before',
            'prod_others', 'Prod', 'cumsum_of', 'Cumsum', 'prod', 'cumsum', 'logical_reduce', 'all', 'any', 'recording',
-           'check_no_tangent', 'CopySlices', 'inplace_error', 'check_inplace', 'write_inplace', 'take_history', 'write',
+           'has_tangent', 'CopySlices', 'inplace_error', 'check_inplace', 'write_inplace', 'take_history', 'write',
            'add_', 'sub_', 'mul_', 'div_', 'Copy', 'Fill', 'copy_', 'fill_', 'zero_', 'random_fill', 'uniform_',
            'normal_', 'put', 'IndexPut', 'setitem', 'reflected']
 
@@ -1205,7 +1205,7 @@ def numpy_index(idx):
     "An index with tensors replaced by their arrays and lists by arrays, as numpy wants it; no negative steps, as in PyTorch."
     if isinstance(idx, tuple): return tuple(numpy_index(i) for i in idx)
     if isinstance(idx, slice) and idx.step is not None and idx.step < 0: raise ValueError("step must be greater than zero")
-    if isinstance(idx, Tensor): return idx.array
+    if isinstance(idx, Tensor): return idx.array if isinstance(idx.array, np.ndarray) else idx   # (under vmap, notebook 15: a batched index, for its rule)
     if isinstance(idx, list): return np.asarray([i.item() if isinstance(i, Tensor) else i for i in idx])
     return idx
 
@@ -1404,16 +1404,17 @@ OVERLAP = ("unsupported operation: more than one element of the written-to tenso
            "location. Please clone() the tensor before performing the operation.")
 
 def recording(self, other=None):
-    "Whether an in-place change of `self` by `other` must be recorded in the graph."
-    if forward_mode.level is not None: check_no_tangent(self, other)
+    "Whether an in-place change of `self` by `other` goes the recorded way: for the graph, or for forward mode's tangents."
+    if forward_mode.level is not None and has_tangent(self, other): return True
     return grad_mode.enabled and (self._requires_grad or (isinstance(other, Tensor) and other._requires_grad))
 
-def check_no_tangent(*tensors):
-    "Forward mode (notebook 14) does not follow in-place changes yet: refuse them rather than leave a stale tangent."
-    for t in tensors:
-        if isinstance(t, Tensor) and t._fw_grad is not None and t._fw_grad[0].open:
-            raise NotImplementedError("forward AD through an in-place operation is not supported yet: compute out of "
-                                      "place instead (`x = x + y` rather than `x += y`)")
+def has_tangent(self, other=None):
+    "Whether `self` or `other` carries a tangent of an open dual level (notebook 14): the change must then update `self`'s tangent."
+    found = builtins.any(isinstance(t, Tensor) and t._fw_grad is not None and t._fw_grad[0].open for t in (self, other))
+    if found and self._view is not None:
+        raise NotImplementedError("forward AD through an in-place change of a view is not supported yet: compute out of "
+                                  "place instead (`x = x + y` rather than `x += y`)")
+    return found
 
 # %% ../nbs/07_ops.ipynb
 class CopySlices(Function):
@@ -1460,6 +1461,8 @@ def write_inplace(self, result):
         if self.array.flags.writeable: raise
         raise RuntimeError(OVERLAP) from None
     self.version_counter.bump()
+    if forward_mode.level is not None and (result._fw_grad or self._fw_grad):   # forward mode: the tangent changes with the values
+        self._fw_grad = result._fw_grad and (result._fw_grad[0], cast(result._fw_grad[1], self.array.dtype))
     return take_history(self, result)
 
 def take_history(self, result):
@@ -1520,6 +1523,10 @@ class Copy(Function):
     def backward(ctx, grad_output):
         ga = Tensor(np.zeros(ctx.input_shape(0), grad_output.array.dtype)) if ctx.needs_input_grad[0] else None
         return ga, sum_to(grad_output, ctx.input_shape(1)) if ctx.needs_input_grad[1] else None
+    @staticmethod
+    def jvp(ctx, ta, ts):   # the old values (and their tangent) are gone: the source's tangent, or zeros
+        a = ctx.args[0]
+        return Tensor(np.zeros(a.array.shape, a.array.dtype)) if ts is None else Copy.apply(a, ts)
 
 # %% ../nbs/07_ops.ipynb
 class Fill(Function):
@@ -1531,6 +1538,7 @@ class Fill(Function):
     def backward(ctx, grad_output):
         zeros = Tensor(np.zeros(grad_output.array.shape, grad_output.array.dtype))
         return zeros, grad_output.sum() if ctx.needs_input_grad[1] else None
+    jvp = Copy.jvp   # the same rule: the value's tangent everywhere, or zeros
 
 # %% ../nbs/07_ops.ipynb
 def copy_(self, src):
@@ -1601,6 +1609,10 @@ class IndexPut(Function):
         ga = grad_output * ctx.saved_tensors[0] if ctx.needs_input_grad[0] else None
         gv = sum_to(Index.apply(grad_output, ctx.idx), ctx.vshape) if ctx.needs_input_grad[2] else None
         return ga, None, gv
+    @staticmethod
+    def jvp(ctx, ta, _, tv):   # the backward's masks read forwards: a's tangent outside the region, the value's inside
+        a = ctx.args[0]
+        return IndexPut.apply(Tensor(np.zeros(a.array.shape, a.array.dtype)) if ta is None else ta, ctx.idx, 0.0 if tv is None else tv)
 
 # %% ../nbs/07_ops.ipynb
 def setitem(self, idx, value):

@@ -486,3 +486,94 @@ def test_cnn_target_pass_and_miss_and_report():
         text = format_report({**fake_results(), 'cnn': cnn})
         assert '7. one CNN training step' in text and f'ours/torch {ours / 0.01:.2f}' in text
         assert '56x56 8.00 12.00 32.00' in ' '.join(text.split())     # MiB: largest buffer, all buffers, peak
+
+
+# --- forward mode and torch.func (part 8) ---------------------------------------------------------------------------
+
+def test_cli_forward_mode_and_func(quick_run):
+    results, out = quick_run
+    f = results['func']
+    g = f['forward_gradient']
+    assert g['batch'] == 64 and set(g['seconds']) == set(g['cpu']) == set(g['first_loss']) == {'ours', 'torch'}
+    for key in ('seconds', 'cpu'):
+        for name in ('ours', 'torch'):
+            assert set(g[key][name]) == {'forward', 'backprop', 'forward gradient'} and all(v > 0 for v in g[key][name].values())
+    for name in ('ours', 'torch'):
+        cpu = g['cpu'][name]
+        assert g['R_f'][name] == cpu['forward gradient'] / cpu['forward'] and g['R_b'][name] == cpu['backprop'] / cpu['forward']
+    for kind in ('forward', 'backprop', 'forward gradient'):      # the same weights and batch: the same first losses
+        check_close(g['first_loss']['ours'][kind], g['first_loss']['torch'][kind], rtol=1e-5, name=kind)
+    rows = f['jacobians']
+    assert [(r['case'], r['transform']) for r in rows] == [('wide', 'jacrev'), ('wide', 'jacfwd'), ('tall', 'jacrev'),
+                                                           ('tall', 'jacfwd'), ('hessian', 'hessian')]
+    assert [r['shape'] for r in rows] == [[16, 256], [16, 256], [256, 16], [256, 16], [64, 64]]
+    assert all(r['same'] is True and all(v > 0 for k in ('seconds', 'cpu') for v in r[k].values()) for r in rows)
+    assert all(set(r['seconds']) == set(r['cpu']) == {'ours', 'torch'} for r in rows)
+    for text in ('8. forward mode and torch.func', 'R_f/R_b', 'forward-gradient step', 'torch.func', '16x256 (wide)',
+                 '256x16 (tall)', 'hessian'):
+        assert text in out, text
+    start = out.index('8. forward mode')
+    part = out[start:out.index('targets', start)]
+    assert part.count('yes') == 5 and 'NO' not in part
+
+
+@pytest.mark.parametrize('lib', [fromscratch, torch], ids=['ours', 'torch'])
+def test_gradient_steps_do_the_work_they_are_named_for(lib):
+    x, y, params = mlp_problem(16)
+    steps = bench.gradient_steps(lib, x, y, params)
+    before = steps['forward']().item()
+    assert steps['forward']().item() == before                              # a forward pass changes nothing
+    assert steps['forward gradient']().item() == pytest.approx(before, rel=1e-6)   # it returns the loss before its update
+    after_fg = steps['forward']().item()
+    assert after_fg != before                                               # ... and it did update the weights
+    assert steps['backprop']().item() == pytest.approx(after_fg, rel=1e-6)
+    assert steps['forward']().item() < after_fg                              # a gradient step at lr 0.1 goes down
+
+
+def test_backprop_steps_of_ours_and_torch_update_alike():
+    x, y, params = mlp_problem(32)
+    ours, theirs = bench.gradient_steps(fromscratch, x, y, params), bench.gradient_steps(torch, x, y, params)
+    for _ in range(3): ours['backprop'](); theirs['backprop']()
+    check_close(ours['forward']().item(), theirs['forward']().item(), rtol=1e-5, name='loss after three steps')
+
+
+def test_forward_gradient_step_moves_along_its_direction():
+    "The update is -lr (∇f·v) v: checked against torch's gradient, with the direction drawn from the same seed."
+    x, y, params = mlp_problem(8)
+    fromscratch.manual_seed(0)
+    steps = bench.gradient_steps(fromscratch, x, y, params)
+    fromscratch.manual_seed(5); steps['forward gradient']()
+    fromscratch.manual_seed(5); vs = [fromscratch.randn_like(fromscratch.tensor(params[k])).numpy() for k in bench.MLP_NAMES]
+    ws = [torch.tensor(params[k], dtype=torch.float64, requires_grad=True) for k in bench.MLP_NAMES]
+    gs = torch.autograd.grad(bench.mlp_loss(torch, x.astype(np.float64), y)(*ws), ws)
+    slope = sum((g.numpy() * v).sum() for g, v in zip(gs, vs))
+    expected = [params[k] - bench.LR * slope * v for k, v in zip(bench.MLP_NAMES, vs)]
+    moved = bench.mlp_loss(torch, x, y)(*[torch.tensor(e.astype(np.float32)) for e in expected]).item()
+    check_close(steps['forward']().item(), moved, rtol=1e-4, name='loss after the forward-gradient step')
+
+
+def test_jacobian_calls_agree_with_torch_func():
+    ours, theirs = bench.jacobian_calls(fromscratch), bench.jacobian_calls(torch)
+    assert list(ours) == list(theirs) == [('wide', 'jacrev'), ('wide', 'jacfwd'), ('tall', 'jacrev'), ('tall', 'jacfwd'),
+                                          ('hessian', 'hessian')]
+    for k in ours:
+        a, b = ours[k](), theirs[k]()
+        assert tuple(a.shape) == tuple(b.shape) and a.dtype == fromscratch.float64
+        check_close(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12, name=' '.join(k))
+
+
+def test_time_calls_times_each_function():
+    calls = {'a': lambda: sum(range(100)), ('b', 'c'): lambda: None}
+    t = bench.time_calls(calls, rounds=2, round_time=0.002)
+    assert set(t) == set(calls) and all(v['seconds'] > 0 and v['cpu'] >= 0 for v in t.values())
+
+
+def test_func_lines_in_the_report():
+    times = lambda: {n: {'forward': 1.0, 'backprop': 3.0, 'forward gradient': 2.0} for n in ('ours', 'torch')}
+    g = {'batch': 64, 'seconds': times(), 'cpu': times(), 'R_f': {'ours': 2.0, 'torch': 2.0}, 'R_b': {'ours': 3.0, 'torch': 3.0}}
+    rows = [dict(case='wide', transform='jacrev', shape=[16, 256], seconds={'ours': 2.0, 'torch': 1.0}, cpu={'ours': 2.0, 'torch': 1.0}, same=False)]
+    text = format_report({**fake_results(), 'func': {'forward_gradient': g, 'jacobians': rows}})
+    assert '8. forward mode and torch.func' in text and '0.67' in text     # R_f / R_b
+    line = next(l for l in text.splitlines() if l.startswith('jacrev'))
+    assert '16x256 (wide)' in line and '2.00' in line and line.endswith('NO')
+    assert '8. forward mode' not in format_report(fake_results())

@@ -280,3 +280,212 @@ def test_rules_are_found_for_ops_defined_again():
     again = type('Exp', (fs.ops.Pointwise,), {})
     assert ff.rule_of(again) is ff.rule_of(fs.ops.Exp)
     with pytest.raises(NotImplementedError, match="no batching rule for Unknown"): ff.rule_of(type('Unknown', (), {}))
+
+
+# ---- jacrev and jacfwd as one batched pass (vmap of vjp / jvp), alone and composed -------------------------------
+
+def test_jacobians_run_the_function_once():
+    "One batched pass, not a loop: the function runs once per Jacobian, whatever the number of rows or columns."
+    calls = []
+    def f(x):
+        calls.append(1)
+        return (x.sin() * x.sum()).exp()
+    x, xt = pair(7)
+    close(ff.jacfwd(f)(x), torch.func.jacfwd(f)(xt))
+    close(ff.jacrev(f)(x), torch.func.jacrev(f)(xt))
+    assert len(calls) == 1 + 1 + 2            # ours: one each; torch.func: one each as well
+
+
+def test_jacrev_runs_one_batched_backward(monkeypatch):
+    "One backward pass on the whole batch of seeds, instead of one per output element."
+    calls, original = [], ff.autograd_grad
+    def counting(*args, **kwargs):
+        calls.append(1); return original(*args, **kwargs)
+    monkeypatch.setattr(ff, 'autograd_grad', counting)
+    A, At = pair(5, 3)
+    f = lambda x: (A if isinstance(x, fs.Tensor) else At) @ x.exp()
+    x, xt = pair(3)
+    close(ff.jacrev(f)(x), torch.func.jacrev(f)(xt))
+    assert len(calls) == 1                      # five rows, one backward
+
+
+@pytest.mark.parametrize('in_shape,out_rows', [((5,), 2), ((2, 3), 4), ((1,), 6), ((4, 1, 2), 3)], ids=str)
+def test_batched_jacobians_shapes(in_shape, out_rows):
+    n = int(np.prod(in_shape))
+    (A, At), (x, xt) = pair(out_rows, n), pair(*in_shape)
+    f = lambda x: ((A if isinstance(x, fs.Tensor) else At) @ x.reshape(-1).tanh()).reshape(out_rows, 1) * x.sum()
+    for name in ('jacrev', 'jacfwd'):
+        close(getattr(ff, name)(f)(x), getattr(torch.func, name)(f)(xt))
+
+
+def test_jacobians_composed():
+    A, At = pair(3, 4)
+    g = lambda x: ((A if isinstance(x, fs.Tensor) else At) @ x.tanh()).sin()
+    s = lambda x: (x.sin() * x.exp()).sum()
+    (x, xt), (X, Xt) = pair(4), pair(5, 4)
+    close(ff.jacrev(ff.jacrev(g))(x), torch.func.jacrev(torch.func.jacrev(g))(xt))
+    close(ff.jacrev(ff.jacfwd(g))(x), torch.func.jacrev(torch.func.jacfwd(g))(xt))
+    close(ff.jacfwd(ff.jacrev(g))(x), torch.func.jacfwd(torch.func.jacrev(g))(xt))
+    close(ff.vmap(ff.jacrev(g))(X), torch.func.vmap(torch.func.jacrev(g))(Xt))
+    close(ff.vmap(ff.jacfwd(g))(X), torch.func.vmap(torch.func.jacfwd(g))(Xt))
+    close(ff.vmap(ff.hessian(s))(X), torch.func.vmap(torch.func.hessian(s))(Xt), rtol=1e-8)
+    close(ff.vmap(ff.vmap(ff.jacrev(g)))(X.reshape(5, 1, 4)), torch.func.vmap(torch.func.vmap(torch.func.jacrev(g)))(Xt.reshape(5, 1, 4)))
+    close(ff.grad(lambda x: ff.jacrev(g)(x).sum())(x), torch.func.grad(lambda x: torch.func.jacrev(g)(x).sum())(xt))
+    close(ff.jvp(ff.jacrev(g), (x,), (X[0],))[1], torch.func.jvp(torch.func.jacrev(g), (xt,), (Xt[0],))[1])
+
+
+def test_vmap_of_jacrev_with_unmapped_weights_and_argnums():
+    f = lambda x, w: (x @ w).tanh() * x.sum()
+    (X, Xt), (w, wt) = pair(6, 3), pair(3, 2)
+    for argnums in (0, 1, (0, 1)):
+        close(ff.vmap(ff.jacrev(f, argnums), in_dims=(0, None))(X, w),
+              torch.func.vmap(torch.func.jacrev(f, argnums), in_dims=(0, None))(Xt, wt))
+        close(ff.vmap(ff.jacfwd(f, argnums), in_dims=(0, None))(X, w),
+              torch.func.vmap(torch.func.jacfwd(f, argnums), in_dims=(0, None))(Xt, wt))
+
+
+# ---- jvp inside jvp (by reverse mode twice), jvp of grad ----------------------------------------------------------
+
+@pytest.mark.parametrize('name', list(SCALAR_FNS))
+def test_jvp_of_jvp_and_jvp_of_grad(name):
+    f = SCALAR_FNS[name]
+    (x, xt), (v, vt), (w, wt) = pair(2, 3), pair(2, 3), pair(2, 3)
+    inner = lambda x: ff.jvp(f, (x,), (v,))[1]
+    inner_t = lambda x: torch.func.jvp(f, (x,), (vt,))[1]
+    close(ff.jvp(inner, (x,), (w,)), torch.func.jvp(inner_t, (xt,), (wt,)), rtol=1e-8)
+    close(ff.jvp(ff.grad(f), (x,), (v,)), torch.func.jvp(torch.func.grad(f), (xt,), (vt,)), rtol=1e-8)
+    close(ff.grad(lambda x: ff.jvp(f, (x,), (v,))[1])(x), torch.func.grad(lambda x: torch.func.jvp(f, (x,), (vt,))[1])(xt), rtol=1e-8)
+
+
+def test_nested_jvp_structures_and_aux():
+    f = lambda x, y: ((x * y).sin(), (x.exp() * y.sum()))
+    (x, xt), (y, yt), (u, ut), (w, wt), (a, at), (b, bt) = (pair(3) for _ in range(6))
+    inner = lambda x, y: ff.jvp(f, (x, y), (u, w))[1]
+    inner_t = lambda x, y: torch.func.jvp(f, (x, y), (ut, wt))[1]
+    close(ff.jvp(inner, (x, y), (a, b)), torch.func.jvp(inner_t, (xt, yt), (at, bt)))
+    g = lambda x: (x.tanh().sum(), x.max())
+    inner = lambda x: ff.jvp(g, (x,), (u,), has_aux=True)[1]
+    inner_t = lambda x: torch.func.jvp(g, (x,), (ut,), has_aux=True)[1]
+    close(ff.jvp(inner, (x,), (a,)), torch.func.jvp(inner_t, (xt,), (at,)))
+
+
+def test_forward_over_forward_jacobians_and_third_order():
+    A, At = pair(3, 4)
+    g = lambda x: ((A if isinstance(x, fs.Tensor) else At) @ x.tanh()).sin()
+    s = lambda x: (x.sin() * x.exp()).sum()
+    (x, xt), (X, Xt) = pair(4), pair(2, 4)
+    close(ff.jacfwd(ff.jacfwd(g))(x), torch.func.jacfwd(torch.func.jacfwd(g))(xt))
+    close(ff.jacfwd(ff.hessian(s))(x), torch.func.jacfwd(torch.func.hessian(s))(xt), rtol=1e-8)
+    close(ff.vmap(ff.jacfwd(ff.jacfwd(g)))(X), torch.func.vmap(torch.func.jacfwd(torch.func.jacfwd(g)))(Xt))
+    third = lambda jvp, x: jvp(lambda x: jvp(lambda y: jvp(s, (y,), (x,))[1], (x,), (x,))[1], (x,), (x,))
+    close(third(ff.jvp, x), third(torch.func.jvp, xt),
+          rtol=1e-8)
+
+
+def test_forward_ad_levels_still_refuse_to_nest():
+    from fromscratch.autograd import forward_ad as fwad
+    with fwad.dual_level():
+        with pytest.raises(RuntimeError, match="Nested forward mode AD is not supported at the moment"):
+            with fwad.dual_level(): pass
+
+
+# ---- indexing with a batched index tensor ------------------------------------------------------------------------
+
+BATCHED_INDEX = {
+    'a[i], both batched': (lambda a, i: a[i], (0, 0), lambda r: (r.standard_normal((4, 6)), r.integers(-6, 6, (4, 2, 3)))),
+    'a[i], a shared': (lambda a, i: a[i], (None, 0), lambda r: (r.standard_normal((5, 3)), r.integers(0, 5, (4, 2)))),
+    'a[i, i]': (lambda a, i: a[i, i], (None, 0), lambda r: (r.standard_normal((5, 5)), r.integers(0, 5, (3, 4)))),
+    'a[i, j], j shared': (lambda a, i, j: a[i, j], (0, 0, None), lambda r: (r.standard_normal((3, 4, 5)), r.integers(0, 4, (3, 2)), r.integers(0, 5, (2,)))),
+    'a[i, :, 1:]': (lambda a, i: a[i, :, 1:], (None, 0), lambda r: (r.standard_normal((5, 3, 4)), r.integers(0, 5, (6,)))),
+    'a[i, 2]': (lambda a, i: a[i, 2], (0, 0), lambda r: (r.standard_normal((2, 4, 3)), r.integers(0, 4, (2, 3)))),
+    'a[0-d i]': (lambda a, i: a[i] * 2, (0, 0), lambda r: (r.standard_normal((3, 5, 2)), r.integers(0, 5, (3,)))),
+    'in_dims=1': (lambda a, i: a[i], (1, 1), lambda r: (r.standard_normal((6, 4)), r.integers(0, 6, (2, 4)))),
+}
+
+@pytest.mark.parametrize('name', list(BATCHED_INDEX))
+def test_vmap_indexing_with_a_batched_index(name):
+    f, in_dims, make = BATCHED_INDEX[name]
+    arrays = make(np.random.default_rng(3))
+    ours = [fs.tensor(a) for a in arrays]
+    theirs = [torch.tensor(a) for a in arrays]
+    close(ff.vmap(f, in_dims=in_dims)(*ours), torch.func.vmap(f, in_dims=in_dims)(*theirs))
+
+
+def test_gradients_through_a_batched_index():
+    r = np.random.default_rng(4)
+    X, I, w = r.standard_normal((4, 6)), r.integers(0, 6, (4, 3)), r.standard_normal(6)
+    f = lambda x, i: (x[i] ** 2 * x[i].sin()).sum()
+    close(ff.vmap(ff.grad(f))(fs.tensor(X), fs.tensor(I)), torch.func.vmap(torch.func.grad(f))(torch.tensor(X), torch.tensor(I)))
+    g = lambda i: ff.jacrev(lambda x: x[i] * x.sum())(fs.tensor(w))
+    gt = lambda i: torch.func.jacrev(lambda x: x[i] * x.sum())(torch.tensor(w))
+    close(ff.vmap(g)(fs.tensor(I)), torch.func.vmap(gt)(torch.tensor(I)))
+    # repeated indices accumulate, per sample
+    J = np.array([[1, 1, 1], [0, 2, 0]])
+    close(ff.vmap(ff.grad(f))(fs.tensor(X[:2]), fs.tensor(J)), torch.func.vmap(torch.func.grad(f))(torch.tensor(X[:2]), torch.tensor(J)))
+
+
+def test_batched_index_cases_left_out_say_so():
+    with pytest.raises(NotImplementedError, match="indexing with a batched index tensor is supported for integer indices in front"):
+        ff.vmap(lambda a, i: a[:, i])(fs.ones(4, 3, 3), fs.tensor([[0], [1], [2], [0]]))
+    with pytest.raises(NotImplementedError, match="indexing with a batched index tensor is supported for integer indices in front"):
+        ff.vmap(lambda a, m: a[m])(fs.ones(4, 3), fs.ones(4, 3) > 0)
+
+
+# ---- custom autograd.Functions under vmap -------------------------------------------------------------------------
+
+def custom_cube(lib, kind):
+    "x³·k as a custom Function of `lib` (PyTorch 2 form), with a generated vmap rule ('gen'), its own ('own'), or none."
+    class Cube(lib.autograd.Function):
+        @staticmethod
+        def forward(x, k): return x ** 3 * k
+        @staticmethod
+        def setup_context(ctx, inputs, output): ctx.save_for_backward(inputs[0]); ctx.k = inputs[1]
+        @staticmethod
+        def backward(ctx, g): x, = ctx.saved_tensors; return 3 * x ** 2 * g * ctx.k, None
+    if kind == 'gen': Cube.generate_vmap_rule = True
+    if kind in ('own', 'both'):
+        Cube.vmap = staticmethod(lambda info, in_dims, x, k: (Cube.apply(x.movedim(in_dims[0], 0) if in_dims[0] else x, k) * 1, 0 if in_dims[0] is not None else None))
+    if kind == 'both': Cube.generate_vmap_rule = True
+    return Cube
+
+
+@pytest.mark.parametrize('kind', ['gen', 'own'])
+def test_custom_function_under_vmap(kind):
+    C, Ct = custom_cube(fs, kind), custom_cube(torch, kind)
+    (X, Xt), (w, wt) = pair(4, 3), pair(3)
+    close(ff.vmap(lambda x: C.apply(x, 2.0).sin())(X), torch.func.vmap(lambda x: Ct.apply(x, 2.0).sin())(Xt))
+    close(ff.vmap(lambda x: C.apply(x, 2.0), in_dims=1)(X), torch.func.vmap(lambda x: Ct.apply(x, 2.0), in_dims=1)(Xt))
+    close(ff.vmap(ff.grad(lambda x: C.apply(x, 2.0).sum()))(X), torch.func.vmap(torch.func.grad(lambda x: Ct.apply(x, 2.0).sum()))(Xt))
+    close(ff.vmap(lambda x, w: C.apply(w, 0.5) * x, in_dims=(0, None))(X, w),
+          torch.func.vmap(lambda x, w: Ct.apply(w, 0.5) * x, in_dims=(0, None))(Xt, wt))
+    close(ff.vmap(ff.vmap(lambda x: C.apply(x, 1.5)))(X.reshape(2, 2, 3)), torch.func.vmap(torch.func.vmap(lambda x: Ct.apply(x, 1.5)))(Xt.reshape(2, 2, 3)))
+
+
+def test_custom_function_generated_rule_backward_outside_vmap():
+    C, Ct = custom_cube(fs, 'gen'), custom_cube(torch, 'gen')
+    a = RNG.standard_normal((4, 3))
+    x, xt = fs.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    (ff.vmap(lambda x: C.apply(x, 2.0))(x) ** 2).sum().backward()
+    (torch.func.vmap(lambda x: Ct.apply(x, 2.0))(xt) ** 2).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-10)
+
+
+def test_custom_function_under_vmap_errors_as_torch():
+    X, Xt = pair(4, 3)
+    for kind in ('none', 'both'):
+        C, Ct = custom_cube(fs, kind), custom_cube(torch, kind)
+        with pytest.raises(RuntimeError) as theirs: torch.func.vmap(lambda x: Ct.apply(x, 2.0))(Xt)
+        with pytest.raises(RuntimeError) as ours: ff.vmap(lambda x: C.apply(x, 2.0))(X)
+        assert str(ours.value).replace('fromscratch', 'torch') == str(theirs.value), kind
+    class Old(fs.autograd.Function):
+        @staticmethod
+        def forward(ctx, x): return x * 2
+    class OldT(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x): return x * 2
+    with pytest.raises(RuntimeError) as theirs: torch.func.vmap(OldT.apply)(Xt)
+    with pytest.raises(RuntimeError) as ours: ff.vmap(Old.apply)(X)
+    assert str(ours.value) == str(theirs.value)
+    with pytest.raises(NotImplementedError, match="you must either override the vmap staticmethod or set generate_vmap_rule=True"):
+        fs.autograd.Function.vmap(None, (0,), X)
+    assert Old.apply(X).shape == (4, 3)                     # outside vmap, nothing changes

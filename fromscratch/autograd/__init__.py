@@ -37,10 +37,15 @@ class Function(core.Function):
     "PyTorch's `autograd.Function`: `forward(ctx, *args)`, or PyTorch 2's `forward(*args)` with `setup_context`."
     @staticmethod
     def setup_context(ctx, inputs, output): raise NotImplementedError("setup_context is not implemented.")
+    generate_vmap_rule = False   # under vmap (notebook 15): True runs forward and backward per sample; or override `vmap`
+    @staticmethod
+    def vmap(info, in_dims, *args):
+        raise NotImplementedError("To use autograd.Function with vmap, you must either override the vmap staticmethod or set generate_vmap_rule=True.")
 
     @classmethod
     def apply(cls, *args):
         "Run `forward` (and `setup_context`) with recording off; if an input requires grad, record a node."
+        if core.forward_mode.level not in (None, transforms.dual): return core.forward_mode.apply_dual(cls, args)   # vmap (15)
         needs = tuple([isinstance(a, Tensor) and a.requires_grad for a in args])   # (refreshes stale views, 07a)
         record = is_grad_enabled() and True in needs
         ctx = FunctionCtx(cls, needs)   # as in torch, `needs_input_grad` even when nothing is recorded
