@@ -181,6 +181,60 @@ def test_sampler_shards_are_disjoint_and_set_epoch_reshuffles():
         DistributedSampler(range(20), 4, 4)
 
 
+# --- the command ---------------------------------------------------------------------------------------------------
+
+def train(*args, timeout=240):
+    return subprocess.run([sys.executable, '-m', 'fromscratch.train', '--progress', 'never', *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def test_nproc_2_prints_the_last_line_of_nproc_1():
+    runs = [train('--train-size', '1000', '--epochs', '2', '--nproc', n) for n in ('1', '2')]
+    for r in runs: assert r.returncode == 0, r.stderr[-2000:]
+    one, two = (r.stdout.splitlines()[-1].rsplit(' ', 1)[0] for r in runs)
+    assert re.fullmatch(r'accuracy=0\.\d{4} loss=\d+\.\d{4}', one) and one == two
+    assert len(runs[1].stdout.splitlines()) == 3                       # only rank 0 prints
+    assert [l.split()[:2] for l in runs[0].stdout.splitlines()[:2]] == [l.split()[:2] for l in runs[1].stdout.splitlines()[:2]]
+
+
+def test_same_order_sampler_shards_the_one_process_order():
+    from fromscratch.train import SameOrderSampler
+    from fromscratch.utils.data import RandomSampler
+    fs.manual_seed(4)
+    expected = [list(RandomSampler(range(12))) for _ in range(2)]
+    for rank in range(3):
+        fs.manual_seed(4)
+        s = SameOrderSampler(range(12), 3, rank)
+        assert [list(s) for _ in range(2)] == [order[rank::3] for order in expected]
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--nproc', '0'], 'argument --nproc: must be greater than 0, got 0'),
+    (['--nproc', 'two'], "argument --nproc: expected a whole number, got 'two'"),
+    (['--nproc', '2', '--batch-size', '31'], 'argument --nproc: each batch must split evenly among the processes: 31 images into 2'),
+    (['--master-port', '70000'], 'argument --master-port: a port is at most 65535, got 70000')])
+def test_nproc_options_are_checked(args, message):
+    r = train(*args, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].endswith(message) and r.stdout == ''
+
+
+def test_command_on_a_busy_port():
+    with socket.socket() as busy:
+        busy.bind(('127.0.0.1', 0)); busy.listen()
+        port = busy.getsockname()[1]
+        r = train('--nproc', '2', '--train-size', '200', '--epochs', '1', '--master-port', str(port), timeout=60)
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines()[-1] == (f'python -m fromscratch.train: error: port {port} on 127.0.0.1 is already '
+                                                 'in use: choose another one, or 0 for a free one')
+
+
+def test_command_with_a_diverging_worker():
+    r = train('--nproc', '2', '--train-size', '400', '--epochs', '3', '--lr', '1e6', '--schedule', 'constant', timeout=120)
+    assert r.returncode == 1 and r.stdout == ''
+    assert re.fullmatch(r'python -m fromscratch.train: error: worker \d \(pid \d+\) failed: TrainingDiverged: training diverged '
+                        r'at step \d+ \(loss=\S+\): try a smaller --lr', r.stderr.strip().splitlines()[-1])
+
+
 # --- faults --------------------------------------------------------------------------------------------------------
 
 def children(pid):
