@@ -20,6 +20,7 @@ import contextlib
 import os
 import pickle
 import signal
+import sys
 import tempfile
 import time
 from datetime import timedelta
@@ -115,6 +116,8 @@ def watch(processes, folder):
 def launch(fn, nprocs, args=(), port=0, timeout=60, host=LOOPBACK):
     "Run `fn(rank, nprocs, *args)` in `nprocs` new processes joined in one gloo group; return their results by rank."
     import torch.multiprocessing as mp
+    if fn.__module__ == '__main__' and not hasattr(sys.modules['__main__'], '__file__'): raise LaunchError(
+        f"{fn.__qualname__} is defined in a notebook or an interactive session, where a new process cannot import it: define it in a module")
     store = rendezvous(port, host, timeout)
     spawn = mp.get_context('spawn')
     with tempfile.TemporaryDirectory() as folder:
