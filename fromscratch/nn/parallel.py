@@ -5,6 +5,7 @@
 # %% auto 0
 __all__ = ['LOOPBACK', 'accumulate_grads', 'LaunchError', 'rendezvous', 'join_group', 'worker_main', 'failure', 'stop', 'watch',
            'launch', 'torch_ddp_grads', 'ddp_grads', 'Bucket', 'make_buckets', 'DistributedDataParallel',
+           'broadcast_from_rank0', 'ddp_forward', 'gradient_hook', 'launch_ready', 'finish_backward',
            'DistributedSampler']
 
 # %% ../../nbs/19_distributed.ipynb
@@ -182,55 +183,11 @@ class DistributedDataParallel(Module):
         self.module, self.group, self.broadcast_buffers = module, process_group, broadcast_buffers
         self.world_size, self.require_backward_grad_sync = dist.get_world_size(process_group), True
         self.params = [p for p in module.parameters() if p.requires_grad]
-        self.broadcast([p.array for p in module.parameters()] + [b.array for b in module.buffers()])
+        broadcast_from_rank0([p.array for p in module.parameters()] + [b.array for b in module.buffers()], process_group)
         self.buckets = make_buckets(self.params[::-1], bucket_cap_mb * 2**20)   # backward meets the last layers first
         self.bucket_of = {id(p): b for b in self.buckets for p in b.params}
-        self.syncing, self.arrived = False, 0
-        for p in self.params: p.register_hook(self.hook_for(p))
-    def broadcast(self, arrays):
-        "Overwrite `arrays` in every process with rank 0's, in place: torch reads and writes the numpy memory."
-        import torch
-        import torch.distributed as dist
-        for a in arrays: dist.broadcast(torch.from_numpy(a), src=0, group=self.group)
-
-    def forward(self, *args, **kwargs):
-        if self.syncing and self.arrived < len(self.params): raise RuntimeError(
-            "Expected to have finished reduction in the prior iteration before starting a new one. This error indicates "
-            "that your module has parameters that were not used in producing loss.")
-        training = self.training and is_grad_enabled()          # an evaluation in one process alone must not wait
-        if training and self.broadcast_buffers: self.broadcast([b.array for b in self.module.buffers()])
-        self.syncing, self.arrived, self.launched = training and self.require_backward_grad_sync, 0, 0
-        for b in self.buckets: b.waiting = len(b.params)
-        return self.module(*args, **kwargs)
-    def hook_for(self, p):
-        "The hook on `p`: put its whole gradient (what `.grad` holds plus what arrives) in its bucket; send full buckets."
-        def hook(grad):
-            if not self.syncing: return None                    # under no_sync: the gradient accumulates locally
-            bucket, view = self.bucket_of[id(p)], self.bucket_of[id(p)].view(p)
-            if p.grad is None: np.copyto(view, grad.array)
-            else: np.add(p.grad.array, grad.array, out=view)
-            bucket.waiting, self.arrived = bucket.waiting - 1, self.arrived + 1
-            self.launch_ready()
-            if self.arrived == len(self.params): return self.finish(p)
-        return hook
-
-    def launch_ready(self):
-        "Start the all-reduce of every full bucket, in bucket order (every process must start them in the same order)."
-        import torch
-        import torch.distributed as dist
-        while self.launched < len(self.buckets) and self.buckets[self.launched].waiting == 0:
-            b = self.buckets[self.launched]
-            b.work = dist.all_reduce(torch.from_numpy(b.buffer), group=self.group, async_op=True)
-            self.launched += 1
-    def finish(self, last):
-        "At the last parameter's hook, the end of backward: wait for every bucket, average, and write the `.grad`s."
-        for b in self.buckets:
-            b.work.wait()
-            b.buffer /= self.world_size
-        for p in self.params:
-            if p is not last: p.grad = Tensor(self.bucket_of[id(p)].view(p).copy())
-        last.grad = None                                        # the engine stores what this hook returns
-        return Tensor(self.bucket_of[id(last)].view(last).copy())
+        self.syncing, self.arrived, self.launched = False, 0, 0
+        for p in self.params: p.register_hook(gradient_hook(self, p))
 
     @contextmanager
     def no_sync(self):
@@ -238,6 +195,59 @@ class DistributedDataParallel(Module):
         old, self.require_backward_grad_sync = self.require_backward_grad_sync, False
         try: yield
         finally: self.require_backward_grad_sync = old
+
+# %% ../../nbs/19_distributed.ipynb
+def broadcast_from_rank0(arrays, group=None):
+    "Overwrite `arrays` in every process with rank 0's, in place: torch reads and writes the numpy memory."
+    import torch
+    import torch.distributed as dist
+    for a in arrays: dist.broadcast(torch.from_numpy(a), src=0, group=group)
+
+def ddp_forward(self, *args, **kwargs):
+    "`DistributedDataParallel.forward`: run the module, and get ready to sum the gradients of the backward that follows."
+    if self.syncing and self.arrived < len(self.params): raise RuntimeError(
+        "Expected to have finished reduction in the prior iteration before starting a new one. This error indicates "
+        "that your module has parameters that were not used in producing loss.")
+    training = self.training and is_grad_enabled()          # an evaluation in one process alone must not wait
+    if training and self.broadcast_buffers: broadcast_from_rank0([b.array for b in self.module.buffers()], self.group)
+    self.syncing, self.arrived, self.launched = training and self.require_backward_grad_sync, 0, 0
+    for b in self.buckets: b.waiting = len(b.params)
+    return self.module(*args, **kwargs)
+
+# %% ../../nbs/19_distributed.ipynb
+def gradient_hook(ddp, p):
+    "The hook on `p`: put its whole gradient (what `.grad` holds plus what arrives) in its bucket; send full buckets."
+    def hook(grad):
+        if not ddp.syncing: return None                    # under no_sync: the gradient accumulates locally
+        bucket = ddp.bucket_of[id(p)]
+        if p.grad is None: np.copyto(bucket.view(p), grad.array)
+        else: np.add(p.grad.array, grad.array, out=bucket.view(p))
+        bucket.waiting, ddp.arrived = bucket.waiting - 1, ddp.arrived + 1
+        launch_ready(ddp)
+        if ddp.arrived == len(ddp.params): return finish_backward(ddp, p)
+    return hook
+
+def launch_ready(ddp):
+    "Start the all-reduce of every full bucket, in bucket order (every process must start them in the same order)."
+    import torch
+    import torch.distributed as dist
+    while ddp.launched < len(ddp.buckets) and ddp.buckets[ddp.launched].waiting == 0:
+        b = ddp.buckets[ddp.launched]
+        b.work = dist.all_reduce(torch.from_numpy(b.buffer), group=ddp.group, async_op=True)
+        ddp.launched += 1
+
+# %% ../../nbs/19_distributed.ipynb
+def finish_backward(ddp, last):
+    "At the last parameter's hook, the end of backward: wait for every bucket, average, and write the `.grad`s."
+    for b in ddp.buckets:
+        b.work.wait()
+        b.buffer /= ddp.world_size
+    for p in ddp.params:
+        if p is not last: p.grad = Tensor(ddp.bucket_of[id(p)].view(p).copy())
+    last.grad = None                                        # the engine stores what this hook returns
+    return Tensor(ddp.bucket_of[id(last)].view(last).copy())
+
+DistributedDataParallel.forward = ddp_forward
 
 # %% ../../nbs/19_distributed.ipynb
 class DistributedSampler(Sampler):
