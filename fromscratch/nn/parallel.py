@@ -77,10 +77,12 @@ def worker_main(rank, fn, world_size, host, port, timeout, folder, args):
         dist.destroy_process_group()
     except BaseException as e:                # the parent reads why, then stops the others
         Path(folder, f'{rank}.error').write_text(' '.join(f"{type(e).__name__}: {e}".split()))
+        sys.stdout.flush(); sys.stderr.flush()
         os._exit(1)
     tmp = Path(folder, f'{rank}.tmp')
     tmp.write_bytes(pickle.dumps(result))
     tmp.replace(Path(folder, f'{rank}.result'))
+    sys.stdout.flush(); sys.stderr.flush()
     os._exit(0)                               # done: skip the teardown, where torch's threads may still abort
 
 # %% ../../nbs/19_distributed.ipynb
