@@ -279,7 +279,8 @@ def raises(rank, world_size):
 
 def sleeps(rank, world_size):
     dist.all_reduce(torch.zeros(3))       # both have joined
-    print('ready', rank, os.getpid(), flush=True)
+    with open(os.path.join(sys.argv[2], f'{rank}.tmp'), 'w') as f: f.write(str(os.getpid()))
+    os.replace(os.path.join(sys.argv[2], f'{rank}.tmp'), os.path.join(sys.argv[2], f'{rank}.pid'))
     time.sleep(300)
 
 if __name__ == '__main__':
@@ -291,7 +292,8 @@ if __name__ == '__main__':
 def start(tmp_path, which):
     script = tmp_path / 'workers.py'
     script.write_text(WORKERS)
-    return subprocess.Popen([sys.executable, str(script), which], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    return subprocess.Popen([sys.executable, str(script), which, str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT)
 
 
 def test_worker_that_raises_ends_the_group(tmp_path):
@@ -310,8 +312,11 @@ def test_worker_that_raises_ends_the_group(tmp_path):
 def test_worker_killed_mid_run_ends_the_group(tmp_path):
     p = start(tmp_path, 'sleeps')
     try:
-        ready = [p.stdout.readline().split() for _ in range(2)]
-        pids = {int(rank): int(pid) for _, rank, pid in ready}
+        deadline = time.monotonic() + 120
+        while not all((tmp_path / f'{r}.pid').exists() for r in range(2)):    # both workers joined the group
+            assert p.poll() is None and time.monotonic() < deadline, 'the workers did not start'
+            time.sleep(0.05)
+        pids = {r: int((tmp_path / f'{r}.pid').read_text()) for r in range(2)}
         os.kill(pids[1], signal.SIGKILL)
         killed_at = time.monotonic()
         p.wait(timeout=60)
@@ -321,3 +326,19 @@ def test_worker_killed_mid_run_ends_the_group(tmp_path):
     assert p.returncode == 1
     assert p.stderr.read().strip().splitlines()[-1] == f'worker 1 (pid {pids[1]}) was killed by SIGKILL'
     assert_all_gone(pids.values())
+
+
+def test_terminated_parent_ends_its_workers(tmp_path):
+    p = start(tmp_path, 'sleeps')
+    try:
+        deadline = time.monotonic() + 120
+        while not all((tmp_path / f'{r}.pid').exists() for r in range(2)):
+            assert p.poll() is None and time.monotonic() < deadline, 'the workers did not start'
+            time.sleep(0.05)
+        pids = [int((tmp_path / f'{r}.pid').read_text()) for r in range(2)]
+        p.terminate()
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None: p.kill(); p.wait()
+    assert p.returncode == 128 + signal.SIGTERM
+    assert_all_gone(pids)

@@ -23,6 +23,7 @@ import pickle
 import signal
 import sys
 import tempfile
+import threading
 import time
 from datetime import timedelta
 from multiprocessing.connection import wait
@@ -106,6 +107,8 @@ def stop(processes, grace=3.0):
 # %% ../../nbs/19_distributed.ipynb
 def watch(processes, folder):
     "Wait for every worker; at the first that fails, stop the rest and raise `LaunchError` saying which and why."
+    main = threading.current_thread() is threading.main_thread()     # a SIGTERM to us ends the workers too
+    old = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM)) if main else None
     try:
         running = {p.sentinel: (rank, p) for rank, p in enumerate(processes)}
         while running:
@@ -113,7 +116,9 @@ def watch(processes, folder):
             for _, p in ended: p.join()
             failed = sorted((p.exitcode >= 0, rank, p) for rank, p in ended if p.exitcode != 0)   # a signal first
             if failed: raise LaunchError(failure(failed[0][1], failed[0][2], folder))
-    finally: stop(processes)
+    finally:
+        stop(processes)
+        if main: signal.signal(signal.SIGTERM, old)
 
 # %% ../../nbs/19_distributed.ipynb
 def launch(fn, nprocs, args=(), port=0, timeout=60, host=LOOPBACK):
