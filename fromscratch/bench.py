@@ -4,16 +4,17 @@
 
 # %% auto 0
 __all__ = ['THREAD_VARS', 'OPENBLAS_OVERRIDES', 'PROCESSES', 'LADDER_SHAPES', 'LR', 'CONTENDERS', 'STEP_WORKERS', 'CHAIN_ENGINES',
-           'SHARE_LIMIT', 'CNN_LR', 'CNN_MOMENTUM', 'CNN_SIZES', 'MLP_NAMES', 'JACOBIAN_CASES', 'STEP_TARGETS',
-           'NOTEBOOK_LIMIT', 'CNN_TARGET', 'SETTINGS', 'WORKER_JOBS', 'PROG', 'worker_env', 'WorkerDied', 'Worker',
-           'run_worker', 'answer', 'blas_info', 'worker_torch', 'enter_process', 'matmul_job', 'mlp_problem',
-           'mlp_grads_numpy', 'numpy_step', 'library_step', 'make_step', 'time_steps', 'warm_up', 'step_job',
-           'step_worker', 'time_training_steps', 'step_ratios', 'round_ratios', 'chain_engine', 'chain_times',
-           'chain_calls', 'chain_job', 'memory_profile', 'flat_limit', 'is_flat', 'graph_alive', 'memory_job',
-           'tracked_per_step', 'gc_profile', 'gc_job', 'repo_root', 'time_notebooks', 'cnn_problem', 'cnn_step',
-           'im2col_bytes', 'step_peak', 'cnn_job', 'mlp_loss', 'gradient_steps', 'jacobian_calls', 'time_calls',
-           'func_job', 'check_targets', 'format_report', 'system_info', 'run_benchmarks', 'plot_training_steps',
-           'json_object', 'make_parser', 'parse_args', 'fail', 'main']
+           'SHARE_LIMIT', 'CNN_LR', 'CNN_MOMENTUM', 'CNN_SIZES', 'MLP_NAMES', 'JACOBIAN_CASES', 'DP_BATCH', 'DP_STEPS',
+           'STEP_TARGETS', 'NOTEBOOK_LIMIT', 'CNN_TARGET', 'SETTINGS', 'WORKER_JOBS', 'PROG', 'worker_env',
+           'WorkerDied', 'Worker', 'run_worker', 'answer', 'blas_info', 'worker_torch', 'enter_process', 'matmul_job',
+           'mlp_problem', 'mlp_grads_numpy', 'numpy_step', 'library_step', 'make_step', 'time_steps', 'warm_up',
+           'step_job', 'step_worker', 'time_training_steps', 'step_ratios', 'round_ratios', 'chain_engine',
+           'chain_times', 'chain_calls', 'chain_job', 'memory_profile', 'flat_limit', 'is_flat', 'graph_alive',
+           'memory_job', 'tracked_per_step', 'gc_profile', 'gc_job', 'repo_root', 'time_notebooks', 'cnn_problem',
+           'cnn_step', 'im2col_bytes', 'step_peak', 'cnn_job', 'mlp_loss', 'gradient_steps', 'jacobian_calls',
+           'time_calls', 'func_job', 'ddp_step_times', 'time_each_call', 'data_parallel_times', 'check_targets',
+           'format_report', 'system_info', 'run_benchmarks', 'plot_training_steps', 'json_object', 'make_parser',
+           'parse_args', 'fail', 'main']
 
 # %% ../nbs/13_bench.ipynb
 import argparse
@@ -554,6 +555,39 @@ def func_job(spec):
     return {'forward_gradient': fg, 'jacobians': rows}
 
 # %% ../nbs/13_bench.ipynb
+DP_BATCH, DP_STEPS = 256, {'full': 100, 'quick': 10}
+
+def ddp_step_times(rank, world_size, steps, batch):
+    "In each process of `launch`: median seconds of an MLP training step with our DDP, and of one all-reduce of its gradients."
+    import torch, torch.distributed as dist
+    from fromscratch import nn, optim, tensor
+    from fromscratch.nn.parallel import DistributedDataParallel
+    from fromscratch.training import mnist_mlp
+    rng = np.random.default_rng(rank)
+    x, y = tensor(rng.standard_normal((batch // world_size, 784), dtype=np.float32)), tensor(rng.integers(0, 10, batch // world_size))
+    model = DistributedDataParallel(mnist_mlp())
+    opt, loss_fn = optim.SGD(model.parameters(), lr=0.01), nn.CrossEntropyLoss()
+    def step(): opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
+    def reduce(): dist.all_reduce(grads)
+    grads = torch.zeros(sum(p.numel() for p in model.parameters()))
+    return {name: statistics.median(time_each_call(f, steps)) for name, f in (('step', step), ('allreduce', reduce))}
+
+# %% ../nbs/13_bench.ipynb
+def time_each_call(f, n, warm=3):
+    "Seconds of each of `n` calls of `f`, after `warm` calls that are not timed."
+    for _ in range(warm): f()
+    times = []
+    for _ in range(n):
+        start = time.perf_counter(); f(); times.append(time.perf_counter() - start)
+    return times
+
+def data_parallel_times(steps, batch=DP_BATCH, nprocs=(1, 2)):
+    "Our DDP's step and all-reduce times in 1 and in 2 processes, the global batch split among them (rank 0's figures)."
+    from fromscratch.bench import ddp_step_times     # the module's: a new process imports it from there, even when called from a notebook
+    from fromscratch.nn.parallel import launch
+    return {'batch': batch, 'steps': steps, 'rows': [dict(nproc=n, **launch(ddp_step_times, n, (steps, batch))[0]) for n in nprocs]}
+
+# %% ../nbs/13_bench.ipynb
 STEP_TARGETS = ((64, 'ours/numpy', 1.2), (1024, 'ours/numpy', 1.03), (64, 'ours/torch', 0.7), (1024, 'ours/torch', 1.0))
 NOTEBOOK_LIMIT = 300.0
 CNN_TARGET = (64, 'ours/torch', 2.0)   # the CNN step: at most twice torch's time
@@ -703,6 +737,17 @@ def _func_lines(results):
         _table(('transform', 'W', 'ours', 'torch.func', 'ours/torch', 'same values'), rows)
 
 # %% ../nbs/13_bench.ipynb
+def _data_parallel_lines(results):
+    "Part 9 of the report: a step of the MLP with our DDP, and one all-reduce of its gradients, in 1 and 2 processes."
+    d = results.get('data_parallel')
+    if not d: return []
+    from fromscratch.lessons.matmul import format_seconds
+    one = d['rows'][0]['step']
+    rows = [(str(r['nproc']), format_seconds(r['step']), format_seconds(r['allreduce']), f"{one / r['step']:.2f}") for r in d['rows']]
+    return ['', f"9. data parallel (19_distributed): a step of the MNIST MLP with our DistributedDataParallel, global batch "
+            f"{d['batch']} split among the processes (gloo, loopback)"] + _table(('processes', 'step', 'all-reduce', 'speed-up'), rows)
+
+# %% ../nbs/13_bench.ipynb
 def _header_lines(results):
     "The first lines of the report: versions, machine, threads, BLAS kernel and load."
     s = results['system']
@@ -723,7 +768,7 @@ def _footer_lines(results):
 def format_report(results):
     "The results as the text table the command prints."
     parts = (_header_lines, _ladder_lines, _step_lines, _overhead_lines, _memory_lines, _collector_lines, _notebook_lines,
-             _cnn_lines, _func_lines, _target_lines, _footer_lines)
+             _cnn_lines, _func_lines, _data_parallel_lines, _target_lines, _footer_lines)
     return '\n'.join(line for part in parts for line in part(results))
 
 # %% ../nbs/13_bench.ipynb
@@ -764,6 +809,8 @@ def run_benchmarks(quick=False, rounds=None, threads=1, notebooks=None, log=prin
     results['cnn'] = job('cnn', 'notebook', batch=64, rounds=rounds, round_time=cfg['round_time'], sizes=CNN_SIZES)
     log('forward mode and torch.func ...')
     results['func'] = job('func', 'notebook', batch=64, rounds=rounds, round_time=cfg['round_time'])
+    log('data parallel, 1 and 2 processes ...')
+    results['data_parallel'] = data_parallel_times(DP_STEPS['quick' if quick else 'full'])
     if notebooks and repo_root(): log('notebook suite (python -m pytest nbs) ...')
     results['notebooks'] = time_notebooks() if notebooks and repo_root() else None
     results['notebooks_skipped'] = None if results['notebooks'] else _skip_reason(quick, notebooks)

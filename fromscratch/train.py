@@ -4,8 +4,9 @@
 
 # %% auto 0
 __all__ = ['ModelChoice', 'MODELS', 'PROG', 'TRAIN_IMAGES', 'number_type', 'make_optimizer', 'mnist_cnn', 'mirror_url',
-           'make_parser', 'output_problem', 'installed', 'option_problems', 'model_defaults', 'parse_args',
-           'TrainingDiverged', 'StopOnDivergence', 'train', 'save_plot', 'warn_in_one_line', 'main']
+           'make_parser', 'output_problem', 'installed', 'option_problems', 'distributed_problems', 'model_defaults',
+           'parse_args', 'TrainingDiverged', 'StopOnDivergence', 'SameOrderSampler', 'train', 'train_worker',
+           'train_processes', 'save_plot', 'warn_in_one_line', 'main']
 
 # %% ../nbs/12a_train.ipynb
 import argparse
@@ -23,7 +24,8 @@ from . import nn, optim
 from .data import DamagedSampleError, DownloadError, check_mirror, folder_problem, write_atomically
 from .optim.lr_scheduler import OneCycleLR
 from .training import fit, mnist_datasets, mnist_mlp, plot_history, show_progress
-from .utils.data import DataLoader
+from .nn.parallel import DistributedDataParallel, LaunchError, launch
+from .utils.data import DataLoader, DistributedSampler, RandomSampler
 
 # %% ../nbs/12a_train.ipynb
 def number_type(kind, minimum, inclusive=False):
@@ -89,6 +91,11 @@ def make_parser():
                    help='progress bar on stderr: auto draws it on a terminal when $CI is unset (default: %(default)s)')
     p.add_argument('--mirror', action='append', type=mirror_url, metavar='URL',
                    help='with --full: download from this MNIST mirror instead of the usual ones (repeatable)')
+    p.add_argument('--nproc', type=number_type(int, 0), default=1, metavar='N', help='train data-parallel in N processes on '
+                   'this machine, each on 1/N of every batch (19_distributed); the mlp gives the result of one process '
+                   'when N divides the training images (default: %(default)s)')
+    p.add_argument('--master-port', type=number_type(int, 0, inclusive=True), default=0, metavar='PORT',
+                   help='with --nproc: the loopback port where the processes meet; 0 finds a free one (default: %(default)s)')
     return p
 
 # %% ../nbs/12a_train.ipynb
@@ -115,6 +122,16 @@ def option_problems(args):
     if args.mirror and not args.full: problems.append("argument --mirror: only used with --full")
     if args.train_size is not None and args.train_size > n: problems.append(
         f"argument --train-size: {'the full set' if args.full else 'the sample'} has {n:,} training images, got {args.train_size:,}")
+    problems += distributed_problems(args)
+    return problems
+
+def distributed_problems(args):
+    "What is wrong with `--nproc` and `--master-port` given the other options."
+    problems = []
+    if args.master_port > 65535: problems.append(f"argument --master-port: a port is at most 65535, got {args.master_port}")
+    if args.nproc > 1 and not installed('torch'): problems.append("argument --nproc: several processes need torch.distributed: pip install torch")
+    if args.batch_size is not None and args.batch_size % args.nproc: problems.append(
+        f"argument --nproc: each batch must split evenly among the processes: {args.batch_size} images into {args.nproc}")
     return problems
 
 # %% ../nbs/12a_train.ipynb
@@ -148,17 +165,37 @@ class StopOnDivergence:
         return loss
 
 # %% ../nbs/12a_train.ipynb
-def train(args):
-    "Train the MNIST model of `args.model` on our engine as `args` say; return the `History`."
-    train_ds, valid_ds = mnist_datasets(full=args.full, train_size=args.train_size, mirrors=args.mirror, progress=args.bars)
+class SameOrderSampler(DistributedSampler):
+    "A `DistributedSampler` over the order a shuffling `DataLoader` draws in one process: each process gets a shard of it."
+    def order(self): return list(RandomSampler(self.dataset))
+
+# %% ../nbs/12a_train.ipynb
+def train(args, rank=0, world_size=1):
+    "Train the MNIST model of `args.model` as `args` say, as process `rank` of `world_size`; return the `History`."
+    lead = rank == 0                                    # the process that validates, prints and draws bars
+    train_ds, valid_ds = mnist_datasets(full=args.full, train_size=args.train_size, mirrors=args.mirror, progress=args.bars and lead)
     fs.manual_seed(args.seed)
     choice = MODELS[args.model]
-    model = choice.build()
-    train_dl = DataLoader(train_ds, batch_size=args.batch_size, shuffle=True)
+    model = choice.build() if world_size == 1 else DistributedDataParallel(choice.build())
+    train_dl = (DataLoader(train_ds, batch_size=args.batch_size, shuffle=True) if world_size == 1 else
+                DataLoader(train_ds, batch_size=args.batch_size // world_size, sampler=SameOrderSampler(train_ds, world_size, rank)))
     opt, scheduler = make_optimizer(model.parameters(), args.lr, args.schedule, args.epochs * len(train_dl), choice.momentum)
     with np.errstate(over='ignore', invalid='ignore', divide='ignore'):     # a diverging run is reported once, by us
-        return fit(model, StopOnDivergence(nn.CrossEntropyLoss()), opt, train_dl, DataLoader(valid_ds, batch_size=1000),
-                   epochs=args.epochs, progress=args.bars, log=lambda line: print(line, flush=True), scheduler=scheduler)
+        return fit(model, StopOnDivergence(nn.CrossEntropyLoss()), opt, train_dl, DataLoader(valid_ds, batch_size=1000) if lead else None,
+                   epochs=args.epochs, progress=args.bars and lead, log=(lambda line: print(line, flush=True)) if lead else None, scheduler=scheduler)
+
+# %% ../nbs/12a_train.ipynb
+def train_worker(rank, world_size, args):
+    "What each process of `--nproc` runs: its part of `train`; rank 0's `History` comes back."
+    with warnings.catch_warnings():
+        warnings.showwarning = warn_in_one_line
+        history = train(args, rank, world_size)
+    return history if rank == 0 else None
+
+def train_processes(args):
+    "`train` in `args.nproc` processes, data-parallel; return rank 0's `History`."
+    if args.full: mnist_datasets(full=True, mirrors=args.mirror, progress=args.bars)   # download once, before they start
+    return launch(train_worker, args.nproc, (args,), port=args.master_port)[0]
 
 # %% ../nbs/12a_train.ipynb
 def save_plot(history, path):
@@ -181,9 +218,9 @@ def main(argv=None):
     try:
         with warnings.catch_warnings():
             warnings.showwarning = warn_in_one_line
-            history = train(args)
+            history = train(args) if args.nproc == 1 else train_processes(args)
             if args.plot is not None: save_plot(history, args.plot)
-    except (DownloadError, DamagedSampleError, TrainingDiverged, OSError) as e:
+    except (DownloadError, DamagedSampleError, TrainingDiverged, LaunchError, OSError) as e:
         hint = "\nWithout --full, the embedded sample needs no network." if isinstance(e, DownloadError) else ""
         print(f"{PROG}: error: {e}{hint}", file=sys.stderr); return 1
     except KeyboardInterrupt:

@@ -42,7 +42,7 @@ def quick_run(tmp_path_factory):
 def test_cli_writes_json_with_every_part(quick_run):
     results, _ = quick_run
     assert {'quick', 'system', 'matmul', 'training_step', 'engine_overhead', 'memory', 'collector', 'notebooks',
-            'targets', 'load', 'cnn'} <= set(results)
+            'targets', 'load', 'cnn', 'data_parallel'} <= set(results)
     assert results['quick'] is True and results['notebooks'] is None
     assert results['notebooks_skipped'] == '--quick leaves it out: it takes minutes'
     assert results['seconds'] > 0
@@ -107,6 +107,23 @@ def test_cli_cnn_step_and_its_memory(quick_run):
     ratio = c['seconds']['ours'] / c['seconds']['torch']
     assert any(t['what'] == 'CNN step, batch 64, notebook: ours/torch' and t['value'] == ratio and t['limit'] == 2.0
                for t in results['targets'])
+
+
+def test_cli_data_parallel(quick_run):
+    results, out = quick_run
+    d = results['data_parallel']
+    assert d['batch'] == bench.DP_BATCH and d['steps'] == bench.DP_STEPS['quick']
+    assert [r['nproc'] for r in d['rows']] == [1, 2]
+    assert all(r['step'] > 0 and r['allreduce'] > 0 for r in d['rows'])
+    assert '9. data parallel (19_distributed)' in out and 'all-reduce' in out
+
+
+def test_data_parallel_report_lines():
+    d = {'batch': 256, 'steps': 10, 'rows': [dict(nproc=1, step=0.02, allreduce=1e-5), dict(nproc=2, step=0.04, allreduce=0.004)]}
+    lines = bench._data_parallel_lines({'data_parallel': d})
+    assert lines[1].startswith('9. data parallel') and 'global batch 256' in lines[1]
+    assert lines[-2].split()[0] == '1' and lines[-2].endswith('1.00') and lines[-1].endswith('0.50')
+    assert bench._data_parallel_lines({}) == []
 
 
 def test_cli_help_lists_options_and_hides_worker():
