@@ -4,11 +4,11 @@
 
 # %% auto 0
 __all__ = ['transforms', 'ITEM_ERROR', 'ELEMENTWISE', 'RULES', 'RULES_BY_NAME', 'VmapInfo', 'EXTENDING', 'tree_flatten',
-           'tree_map', 'Transforms', 'transform', 'is_float', 'fresh_input', 'finish', 'zeros_like', 'gradients',
-           'check_argnums', 'with_fresh', 'split_aux', 'check_scalar', 'grad_and_value', 'grad', 'vjp', 'dual_of',
-           'primal_and_tangent', 'jvp', 'jvp_by_reverse', 'functional_call', 'swapped', 'LogicalArray', 'BatchedTensor',
-           'VmapLevel', 'rule_of', 'batched_call', 'ndim_of', 'padded', 'elementwise_rule', 'shifted', 'dim_rule',
-           'reshape_rule', 'permute_rule', 'expand_rule', 'sum_to_size_rule', 'index_rule', 'batched_index',
+           'tree_map', 'Transforms', 'transform', 'is_float', 'fresh_input', 'finish', 'reaches_outside', 'zeros_like',
+           'gradients', 'check_argnums', 'with_fresh', 'split_aux', 'check_scalar', 'grad_and_value', 'grad', 'vjp',
+           'dual_of', 'primal_and_tangent', 'jvp', 'jvp_by_reverse', 'functional_call', 'swapped', 'LogicalArray',
+           'BatchedTensor', 'VmapLevel', 'rule_of', 'batched_call', 'ndim_of', 'padded', 'elementwise_rule', 'shifted',
+           'dim_rule', 'reshape_rule', 'permute_rule', 'expand_rule', 'sum_to_size_rule', 'index_rule', 'batched_index',
            'repeat_rule', 'everyone_batched', 'cat_rule', 'stack_rule', 'max_rule', 'matmul_rule', 'linear_rule',
            'einsum_rule', 'loss_rule', 'batched_method', 'vmap', 'batch_size', 'moved', 'to_batched', 'from_batched',
            'unwrap_all', 'wrap_all', 'batched_everywhere', 'batched_gradients', 'expanded_seed', 'physical',
@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from .core import Tensor, enable_grad, grad as autograd_grad, forward_mode
+from .core import Tensor, AccumulateGrad, enable_grad, grad as autograd_grad, forward_mode
 from .ops import Clone, stack
 from .autograd.forward_ad import dual_level, make_dual, unpack_dual, UnpackedDualTensor, transforms as interposers
 
@@ -48,8 +48,8 @@ def tree_map(f, tree):
 
 # %% ../nbs/15_func.ipynb
 class Transforms:
-    "How many function transforms are running: the outermost one hands back results without their history."
-    def __init__(self): self.depth = 0
+    "How many function transforms are running, and the fresh leaves they made (the outermost one hands back results without them)."
+    def __init__(self): self.depth, self.fresh = 0, []
 
 transforms = Transforms()
 
@@ -58,6 +58,9 @@ def transform():
     "Count one running transform (nested ones see a depth above 0)."
     transforms.depth += 1
     try: yield
+    except BaseException:
+        if transforms.depth == 1: transforms.fresh = []        # nobody will finish this call
+        raise
     finally: transforms.depth -= 1
 
 def is_float(t): return isinstance(t, Tensor) and t.array.dtype.kind in 'fc'
@@ -67,14 +70,36 @@ def fresh_input(t):
     if not is_float(t): return t
     if interposers.vmaps: t = batched_everywhere(t)    # under vmap: one variable per sample (see vmap, below)
     x = Clone.apply(t)                 # carries `t`'s tangent in forward mode, and its history in reverse mode
-    return x if x.requires_grad else x.requires_grad_()
+    if x.requires_grad: return x
+    x.requires_grad_()
+    leaf = x
+    while type(leaf) is not Tensor: leaf = leaf.value    # under vmap: the plain tensor under the batching wrappers
+    transforms.fresh.append(leaf)
+    return x
 
 # %% ../nbs/15_func.ipynb
-def finish(tree, inputs):
-    "What the outermost transform hands back: plain tensors, unless an input or an enclosing transform needs their history."
-    if transforms.depth or forward_mode.level is not None or any(isinstance(t, Tensor) and t.requires_grad for t in tree_flatten(inputs)[0]):
-        return tree
-    return tree_map(lambda t: t.detach() if isinstance(t, Tensor) else t, tree)
+def finish(tree, inputs, own=()):
+    "What the outermost transform hands back: each tensor without the history that only the transforms' own leaves (and `own`) gave it."
+    if transforms.depth:                         # an enclosing transform finishes: it must know `own` too
+        transforms.fresh.extend(own); return tree
+    own, transforms.fresh = [*transforms.fresh, *own], []
+    if forward_mode.level is not None or any(isinstance(t, Tensor) and t.requires_grad for t in tree_flatten(inputs)[0]): return tree
+    ids = {id(x) for x in own}
+    return tree_map(lambda t: t if not isinstance(t, Tensor) or reaches_outside(t, ids) else t.detach(), tree)
+
+def reaches_outside(t, own):
+    "Whether the history of `t` leads to a leaf that requires grad and is not one of the transforms' own (`own`: their ids)."
+    if not t.requires_grad: return False
+    if t.grad_fn is None: return id(t) not in own
+    stack, seen = [t.grad_fn], set()
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen: continue
+        seen.add(id(fn))
+        if isinstance(fn, AccumulateGrad):
+            if id(fn.variable) not in own: return True
+        else: stack.extend(f for f, _ in fn.next_functions)
+    return False
 
 def zeros_like(t): return t * 0 if interposers.vmaps else Tensor(np.zeros_like(t.array))   # (under vmap: batched like t)
 
@@ -152,16 +177,18 @@ def grad(func, argnums=0, has_aux=False):
 def vjp(func, *primals, has_aux=False):
     "`func(*primals)` and `vjp_fn`, which maps a cotangent v of the output to vᵀJ, one result per primal."
     with transform(), enable_grad():
+        start = len(transforms.fresh)
         inner = tree_map(fresh_input, primals)
+        mine = transforms.fresh[start:]          # vjp_fn, called later, hands back results without these
         out, aux = split_aux(func(*inner), has_aux, 'vjp')
     ins, outs = [x for x in tree_flatten(inner)[0] if is_float(x)], tree_flatten(out)[0]
     def vjp_fn(cotangents):
         "vᵀJ for the cotangent `cotangents` (the output's structure), one entry per primal."
         with transform(), enable_grad(): grads = gradients(outs, ins, tree_flatten(cotangents)[0])
         leaves, build = tree_flatten(inner)
-        return finish(build([grads.pop(0) if is_float(x) else None for x in leaves]), primals)
-    result = finish(out, primals)
-    return (result, vjp_fn, finish(aux, primals)) if has_aux else (result, vjp_fn)
+        return finish(build([grads.pop(0) if is_float(x) else None for x in leaves]), primals, mine)
+    result = finish(out, primals, mine)
+    return (result, vjp_fn, finish(aux, primals, mine)) if has_aux else (result, vjp_fn)
 
 # %% ../nbs/15_func.ipynb
 def dual_of(x, t):

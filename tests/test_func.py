@@ -489,3 +489,39 @@ def test_custom_function_under_vmap_errors_as_torch():
     with pytest.raises(NotImplementedError, match="you must either override the vmap staticmethod or set generate_vmap_rule=True"):
         fs.autograd.Function.vmap(None, (0,), X)
     assert Old.apply(X).shape == (4, 3)                     # outside vmap, nothing changes
+
+
+@pytest.mark.parametrize('transform', ['vmap', 'grad', 'jacrev', 'jacfwd', 'vmap_grad', 'vjp_fn'])
+def test_a_weight_the_function_closes_over_keeps_its_history(transform):
+    "As torch.func: the result stays differentiable for a tensor the caller made to require grad, even when no input does."
+    def run(x, w0):
+        L, T = lib(x), (ff if lib(x) is fs else torch.func)
+        w = L.tensor(w0, requires_grad=True)
+        f = {'vmap': lambda: T.vmap(lambda r: w.exp() * r)(x),
+             'grad': lambda: T.grad(lambda r: (w * r * r).sin().sum())(x[0]),
+             'jacrev': lambda: T.jacrev(lambda r: (w * r).tanh())(x[0]),
+             'jacfwd': lambda: T.jacfwd(lambda r: (w * r).tanh())(x[0]),
+             'vmap_grad': lambda: T.vmap(T.grad(lambda r: (w * r).sin().sum()))(x),
+             'vjp_fn': lambda: T.vjp(lambda r: (w * r).sin(), x[0])[1](L.ones(3, dtype=x.dtype))[0]}[transform]
+        out = f()
+        assert out.requires_grad and out.grad_fn is not None
+        (out ** 2).sum().backward()
+        return out.detach(), w.grad
+    x, tx = pair(4, 3)
+    w0 = RNG.standard_normal(3)
+    (o, g), (to, tg) = run(x, w0), run(tx, w0)
+    np.testing.assert_allclose(o.numpy(), to.numpy(), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(g.numpy(), tg.numpy(), rtol=1e-9, atol=1e-11)
+
+
+def test_results_built_only_from_the_transforms_own_leaves_come_back_plain():
+    v = fs.tensor(RNG.standard_normal(3))
+    x = fs.tensor(RNG.standard_normal((4, 3)))
+    for out in (ff.vmap(ff.grad(lambda r: (v * r).sin().sum()))(x), ff.jacrev(lambda r: (v * r).tanh())(x[0]),
+                ff.hessian(lambda r: (v * r).sin().sum())(x[0]), ff.grad(lambda r: (r ** 3).sum())(x[0]),
+                ff.vjp(lambda r: (v * r).sin(), x[0])[1](fs.ones(3, dtype=x.dtype))[0]):
+        assert not out.requires_grad and out.grad_fn is None
+    assert ff.transforms.fresh == [], 'the fresh leaves are let go once the outermost transform has finished'
+    with pytest.raises(ValueError):
+        ff.grad(lambda r: (r.sum() + float('x')))(x[0])
+    assert ff.transforms.fresh == [] and ff.transforms.depth == 0
