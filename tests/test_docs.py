@@ -104,6 +104,22 @@ def test_no_page_loads_from_another_host(site):
             assert not re.search(r'(?:src|href)="(?:https?:)?//', tag), f'{f.name}: {tag}'
 
 
+def test_pages_do_not_depend_on_the_machine_that_built_them(site):
+    "No path of this checkout and no object address: a default such as `layers=nn` is shown by its name."
+    for f in site.glob('*.html'):
+        text = re.sub(r'<[^>]+>', '', f.read_text())
+        assert str(ROOT) not in text and not re.search(r' at 0x[0-9a-f]{6,}', text), f.name
+    assert 'layers=fromscratch.nn' in re.sub(r'<[^>]+>|\s', '', (site / 'train.html').read_text())
+
+
+def test_signature_shows_defaults_by_name():
+    import numpy as np
+    def f(a, m=np, k=np.float32, h=len, x=1.5, s='x'): pass
+    assert docs.signature(f) == "(a, m=numpy, k=numpy.float32, h=builtins.len, x=1.5, s='x')"
+    from fromscratch.data import random_split
+    assert docs.signature(random_split) == '(dataset, lengths, generator=fromscratch.data.default_generator)'
+
+
 def test_api_reference_names_import_paths(site):
     "Each public name by its import path, with signature and docstring and a link to the notebook that builds it."
     from bs4 import BeautifulSoup
@@ -250,6 +266,13 @@ _PAGE_FACTS = r"""(() => {
 })()"""
 
 
+# The innermost elements that reach past the phone's edge outside any scrolling box, with their text.
+_PAST_THE_EDGE = r"""JSON.stringify([...document.querySelectorAll('body *')].filter(e =>
+  e.getBoundingClientRect().right > %d && !e.querySelector('*') && ![...function* () {
+    for (let a = e.parentElement; a; a = a.parentElement) yield getComputedStyle(a).overflowX }()
+  ].some(o => o != 'visible')).slice(0, 3).map(e => e.tagName + ' ' + e.textContent.trim().slice(0, 100)))"""
+
+
 def phone(browser, on):
     if on: browser.call('Emulation.setDeviceMetricsOverride', width=PHONE, height=860, deviceScaleFactor=1, mobile=True)
     else: browser.call('Emulation.clearDeviceMetricsOverride')
@@ -282,7 +305,8 @@ def test_browse_every_page(browser, site, pages, served):
         if name not in ('index',) and facts['toc'] == 0: failures.append(f'{name}: no "on this page" contents')
         phone(browser, True)
         width = browser.evaluate('document.documentElement.scrollWidth')
-        if width > PHONE: failures.append(f'{name}: {width} px wide on a {PHONE} px phone screen')
+        if width > PHONE: failures.append(f'{name}: {width} px wide on a {PHONE} px phone screen, '
+                                          f'past the edge: {browser.evaluate(_PAST_THE_EDGE % PHONE)}')
         if i < 3 or name == 'reference': browser.screenshot(SHOTS / f'{i:02d}-{name}-phone.png', tile=None)
         failures += [f'{name} (phone): {x}' for x in browser.problems(served)]
         phone(browser, False)

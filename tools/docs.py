@@ -190,8 +190,27 @@ def signature(obj):
     target = obj.fget if isinstance(obj, property) else obj
     try: sig = inspect.signature(target)
     except (TypeError, ValueError): return '' if not callable(target) else '(*args, **kwargs)'
-    params = [p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values()]
+    params = [p.replace(annotation=inspect.Parameter.empty, default=_shown(p.default, target)) for p in sig.parameters.values()]
     return str(sig.replace(parameters=params, return_annotation=inspect.Signature.empty))
+
+
+class _Named:
+    "A default shown by its name: `layers=fromscratch.nn`, not a repr with the path of this machine's checkout."
+    def __init__(self, name): self.name = name
+    def __repr__(self): return self.name
+
+
+def _shown(default, owner):
+    "A default as the reader would write it: a module, class or function by its name, a module-level object too."
+    if default is inspect.Parameter.empty: return default
+    if inspect.ismodule(default): return _Named(default.__name__)
+    if inspect.isclass(default) or inspect.isfunction(default) or inspect.isbuiltin(default):
+        return _Named(f'{default.__module__}.{default.__qualname__}')
+    if ' at 0x' in repr(default):
+        module = inspect.getmodule(owner)
+        for name, value in vars(module or object).items():
+            if value is default: return _Named(f'{module.__name__}.{name}')
+    return default
 
 
 def kind_of(obj, owner=None):
