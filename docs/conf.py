@@ -53,6 +53,7 @@ html_last_updated_fmt = None
 html_context = {'default_mode': 'auto'}     # light or dark as the reader's system says; the switch overrides it
 html_theme_options = {
     'show_toc_level': 2,
+    'navbar_persistent': [],          # one search field, in the sidebar (pydata's default adds a second in a header bar)
     'use_download_button': False,     # each page links its own notebook (the original, from nbs/)
     'use_fullscreen_button': False,
     'use_repository_button': False,

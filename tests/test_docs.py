@@ -327,6 +327,16 @@ _SEARCH = r"""(async () => {
 })()"""
 
 
+def test_one_search_field_on_a_laptop(browser, served):
+    "The sidebar's field, not a second one in a header bar above it; a phone has the header's search icon."
+    visible = 'Array.from(document.querySelectorAll(SEL)).filter(e => e.getClientRects().length).length'
+    assert browser.open(served + 'testing.html') == []
+    assert browser.evaluate(visible.replace('SEL', '".search-button-field"')) == 1
+    phone(browser, True)
+    try: assert browser.evaluate(visible.replace('SEL', '".search-button__button"')) == 1
+    finally: phone(browser, False)
+
+
 def test_search_finds_an_exported_function(browser, served):
     problems = browser.open(served + 'search.html?q=check_close')
     hits = browser.evaluate(_SEARCH, promise=True)
