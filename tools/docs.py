@@ -206,9 +206,9 @@ def _shown(default, owner):
     if inspect.ismodule(default): return _Named(default.__name__)
     if inspect.isclass(default) or inspect.isfunction(default) or inspect.isbuiltin(default):
         return _Named(f'{default.__module__}.{default.__qualname__}')
-    if ' at 0x' in repr(default):
-        module = inspect.getmodule(owner)
-        for name, value in vars(module or object).items():
+    module = inspect.getmodule(owner)
+    if module is not None and ' at 0x' in repr(default):          # an object with an address: its global name
+        for name, value in vars(module).items():
             if value is default: return _Named(f'{module.__name__}.{name}')
     return default
 
