@@ -12,12 +12,13 @@ __all__ = ['THREAD_VARS', 'OPENBLAS_OVERRIDES', 'PROCESSES', 'LADDER_SHAPES', 'L
            'chain_times', 'chain_calls', 'chain_job', 'memory_profile', 'flat_limit', 'is_flat', 'graph_alive',
            'memory_job', 'tracked_per_step', 'gc_profile', 'gc_job', 'repo_root', 'time_notebooks', 'cnn_problem',
            'cnn_step', 'im2col_bytes', 'step_peak', 'cnn_job', 'mlp_loss', 'gradient_steps', 'jacobian_calls',
-           'time_calls', 'func_job', 'ddp_step_times', 'time_each_call', 'data_parallel_times', 'check_targets',
-           'format_report', 'system_info', 'run_benchmarks', 'plot_training_steps', 'json_object', 'make_parser',
-           'parse_args', 'fail', 'main']
+           'time_calls', 'func_job', 'ddp_step_times', 'time_each_call', 'environment', 'data_parallel_times',
+           'check_targets', 'format_report', 'system_info', 'run_benchmarks', 'plot_training_steps', 'json_object',
+           'make_parser', 'parse_args', 'fail', 'main']
 
 # %% ../nbs/13_bench.ipynb
 import argparse
+import contextlib
 import gc
 import json
 import math
@@ -558,7 +559,7 @@ def func_job(spec):
 DP_BATCH, DP_STEPS = 256, {'full': 100, 'quick': 10}
 
 def ddp_step_times(rank, world_size, steps, batch):
-    "In each process of `launch`: median seconds of an MLP training step with our DDP, and of one all-reduce of its gradients."
+    "In each process of `launch`: median seconds of an MLP training step with our DDP and of one all-reduce of its gradients; the threads it ran with."
     import torch, torch.distributed as dist
     from fromscratch import nn, optim, tensor
     from fromscratch.nn.parallel import DistributedDataParallel
@@ -570,7 +571,8 @@ def ddp_step_times(rank, world_size, steps, batch):
     def step(): opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
     def reduce(): dist.all_reduce(grads)
     grads = torch.zeros(sum(p.numel() for p in model.parameters()))
-    return {name: statistics.median(time_each_call(f, steps)) for name, f in (('step', step), ('allreduce', reduce))}
+    times = {name: statistics.median(time_each_call(f, steps)) for name, f in (('step', step), ('allreduce', reduce))}
+    return dict(times, blas_threads=blas_info().get('blas_threads'), torch_threads=torch.get_num_threads())
 
 # %% ../nbs/13_bench.ipynb
 def time_each_call(f, n, warm=3):
@@ -581,11 +583,21 @@ def time_each_call(f, n, warm=3):
         start = time.perf_counter(); f(); times.append(time.perf_counter() - start)
     return times
 
-def data_parallel_times(steps, batch=DP_BATCH, nprocs=(1, 2)):
-    "Our DDP's step and all-reduce times in 1 and in 2 processes, the global batch split among them (rank 0's figures)."
+@contextlib.contextmanager
+def environment(env):
+    "`os.environ` replaced by `env` inside the `with` block, so that a process started there inherits `env`."
+    saved = dict(os.environ)
+    os.environ.clear(); os.environ.update(env)
+    try: yield
+    finally: os.environ.clear(); os.environ.update(saved)
+
+def data_parallel_times(steps, batch=DP_BATCH, nprocs=(1, 2), threads=1):
+    "Our DDP's step and all-reduce times in 1 and in 2 processes of `threads` threads, the global batch split among them (rank 0's figures)."
     from fromscratch.bench import ddp_step_times     # the module's: a new process imports it from there, even when called from a notebook
     from fromscratch.nn.parallel import launch
-    return {'batch': batch, 'steps': steps, 'rows': [dict(nproc=n, **launch(ddp_step_times, n, (steps, batch))[0]) for n in nprocs]}
+    with environment(worker_env(threads)):            # each process's BLAS reads its thread count when it starts
+        rows = [dict(nproc=n, **launch(ddp_step_times, n, (steps, batch))[0]) for n in nprocs]
+    return {'batch': batch, 'steps': steps, 'rows': rows}
 
 # %% ../nbs/13_bench.ipynb
 STEP_TARGETS = ((64, 'ours/numpy', 1.2), (1024, 'ours/numpy', 1.03), (64, 'ours/torch', 0.7), (1024, 'ours/torch', 1.0))
@@ -810,7 +822,7 @@ def run_benchmarks(quick=False, rounds=None, threads=1, notebooks=None, log=prin
     log('forward mode and torch.func ...')
     results['func'] = job('func', 'notebook', batch=64, rounds=rounds, round_time=cfg['round_time'])
     log('data parallel, 1 and 2 processes ...')
-    results['data_parallel'] = data_parallel_times(DP_STEPS['quick' if quick else 'full'])
+    results['data_parallel'] = data_parallel_times(DP_STEPS['quick' if quick else 'full'], threads=threads)
     if notebooks and repo_root(): log('notebook suite (python -m pytest nbs) ...')
     results['notebooks'] = time_notebooks() if notebooks and repo_root() else None
     results['notebooks_skipped'] = None if results['notebooks'] else _skip_reason(quick, notebooks)

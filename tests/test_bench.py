@@ -5,6 +5,7 @@ No test here asserts a speed: timings belong in `python -m fromscratch.bench`, n
 machine would fail.
 """
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -115,6 +116,7 @@ def test_cli_data_parallel(quick_run):
     assert d['batch'] == bench.DP_BATCH and d['steps'] == bench.DP_STEPS['quick']
     assert [r['nproc'] for r in d['rows']] == [1, 2]
     assert all(r['step'] > 0 and r['allreduce'] > 0 for r in d['rows'])
+    assert all(r['torch_threads'] == 1 and r.get('blas_threads', 1) == 1 for r in d['rows'])   # as the other workers
     assert '9. data parallel (19_distributed)' in out and 'all-reduce' in out
 
 
@@ -246,6 +248,16 @@ def test_importing_bench_does_not_import_torch():
 
 
 # --- workers and their environment ------------------------------------------------------------------------------
+
+def test_environment_replaces_and_restores_os_environ(monkeypatch):
+    monkeypatch.setenv('OMP_NUM_THREADS', '7')
+    before = dict(os.environ)
+    with pytest.raises(KeyError):
+        with bench.environment({'OMP_NUM_THREADS': '1'}):
+            assert dict(os.environ) == {'OMP_NUM_THREADS': '1'}
+            raise KeyError('inside')
+    assert dict(os.environ) == before
+
 
 def test_worker_env_pins_threads_and_drops_openblas_overrides(monkeypatch):
     monkeypatch.setenv('OPENBLAS_CORETYPE', 'Haswell')
