@@ -226,3 +226,73 @@ def test_a_notebook_opens_ready_to_run_without_a_dialog(browser, lab, name):
     assert others == []
     SHOTS.mkdir(parents=True, exist_ok=True)
     browser.screenshot(SHOTS / f'lab-{Path(name).stem}.png')
+
+
+# ---- opening and saving a notebook leaves it unchanged ------------------------------------------------
+
+def test_notebooks_store_the_metadata_jupyterlab_writes():
+    # JupyterLab renames the kernel, adds `language_info` and marks folded outputs `collapsed` as soon as a
+    # notebook opens: stored otherwise, every lesson would show as changed before the learner typed
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        hint = f'{path.name}: run `python tools/clean.py` (nbdev_clean alone renames the kernel)'
+        assert nb.metadata.kernelspec.display_name == 'Python 3 (ipykernel)', hint
+        assert nb.metadata.get('language_info', {}).get('name') == 'python', hint
+        for cell in nb.cells:
+            folded = cell.metadata.get('jupyter', {}).get('outputs_hidden', False)
+            if cell.cell_type == 'code' and folded: assert cell.metadata.get('collapsed') is True, hint
+
+
+def load_lab_config():
+    "Run tools/jupyter/jupyter_server_config.py as Jupyter does, with a stand-in for its config object `c`."
+    from traitlets.config import Config
+    c, path = Config(), ROOT / 'tools' / 'jupyter' / 'jupyter_server_config.py'
+    exec(compile(path.read_text(), str(path), 'exec'), {'c': c, '__file__': str(path)})
+    return c
+
+
+def test_a_lab_on_another_python_keeps_the_stored_version(tmp_path):
+    hook = load_lab_config().ContentsManager.pre_save_hook
+    stored = nbformat.read(NOTEBOOKS[0], as_version=4)
+    (tmp_path / 'nb.ipynb').write_text(nbformat.writes(stored), encoding='utf-8')
+    manager = type('Manager', (), {'root_dir': str(tmp_path)})()
+    content = nbformat.reads(nbformat.writes(stored), as_version=4)
+    content.metadata.language_info.version = '3.99.0'
+    hook(model={'type': 'notebook', 'content': content}, path='nb.ipynb', contents_manager=manager)
+    assert content.metadata.language_info.version == stored.metadata.language_info.version
+    # anything else that changed is saved as it is
+    content.metadata.language_info.update(version='3.99.0', name='julia')
+    hook(model={'type': 'notebook', 'content': content}, path='nb.ipynb', contents_manager=manager)
+    assert content.metadata.language_info.version == '3.99.0'
+
+
+_DIRTY = """(document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current') || {className: ''})
+  .className.includes('jp-mod-dirty')"""
+
+
+@pytest.mark.parametrize('name', ['index.ipynb', '05_value.ipynb', '09_nn.ipynb', '13_bench.ipynb'])
+def test_opening_and_saving_a_notebook_leaves_it_unchanged(browser, lab, name):
+    import platform
+    path = ROOT / 'nbs' / name
+    before, stat = path.read_bytes(), path.stat()
+    stored = json.loads(before).get('metadata', {}).get('language_info', {}).get('version')
+    try:
+        browser.events = []
+        browser.call('Page.navigate', url=lab.url(f'/lab/tree/{name}'))
+        wait_for_notebook(browser, name)
+        time.sleep(2)                       # the kernel's language_info arrives after the kernel starts
+        if stored == platform.python_version():   # another Python: the lab sees a new version number
+            assert not browser.evaluate(_DIRTY), f'{name} shows as changed as soon as it is opened'
+        browser.evaluate("document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook').focus()")
+        for kind in ('rawKeyDown', 'keyUp'):     # Ctrl+S, as a learner saves
+            browser.call('Input.dispatchKeyEvent', type=kind, modifiers=2, key='s', code='KeyS',
+                         windowsVirtualKeyCode=83)
+        deadline = time.monotonic() + 20
+        while path.stat().st_mtime_ns == stat.st_mtime_ns:
+            assert time.monotonic() < deadline, f'{name} was not saved'
+            time.sleep(0.2)
+        time.sleep(0.5)
+        after = path.read_bytes()
+        assert after == before, f'saving {name} from the lab changed it: {len(after)} bytes, were {len(before)}'
+    finally:
+        if path.read_bytes() != before: path.write_bytes(before)

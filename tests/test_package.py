@@ -92,3 +92,32 @@ def test_the_shadowing_check_finds_a_use(tmp_path):
     spec = importlib.util.spec_from_file_location('shadowing', path)
     module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
     assert shadowed_builtin_uses(module) == [(2, 'any')]
+
+
+def test_first_set_up_says_each_step_and_its_time(tmp_path):
+    # `make lab` on a fresh clone installs for minutes: each step is named, with how long it takes
+    import shutil
+    if not shutil.which('make'): pytest.skip('no make on this machine (the README gives the steps without it)')
+    out = subprocess.run(['make', '-n', '--no-print-directory', 'install', f'VENV={tmp_path / "venv"}'],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    steps = [line for line in out.splitlines() if '== set-up, step' in line]
+    assert len(steps) == 3, out
+    for step, what in zip(steps, ('torch', 'the kit', 'kernel')):
+        assert what in step and ('minute' in step or 'seconds' in step), step
+    assert 'pip install --quiet' in out and 'done in' in out
+
+
+@pytest.mark.parametrize('strict', [False, True])
+def test_a_missing_compiler_skips_with_one_line_or_fails_under_ci(strict):
+    # CXX naming no program stands for a machine without a C++ compiler
+    env = {k: v for k, v in __import__('os').environ.items() if k not in ('CI', 'FROMSCRATCH_NO_SKIPS')}
+    env.update(CXX='no-such-compiler', **({'FROMSCRATCH_NO_SKIPS': '1'} if strict else {}))
+    r = subprocess.run([sys.executable, '-m', 'pytest', 'tests/test_extension.py', 'nbs/20_extension.ipynb',
+                        '-q', '-p', 'no:randomly'], cwd=ROOT, env=env, capture_output=True, text=True)
+    lines = [line for line in r.stdout.splitlines() if 'apt-get install g++' in line]
+    if strict:
+        last = r.stdout.splitlines()[-1]
+        assert r.returncode == 1 and ' error' in last and ' passed' not in last, r.stdout[-2000:]
+    else:
+        assert r.returncode == 0 and ' passed' not in r.stdout.splitlines()[-1], r.stdout[-2000:]
+        assert len(lines) == 1 and lines[0].startswith('SKIPPED ['), lines

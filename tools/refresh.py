@@ -1,4 +1,4 @@
-"""Re-run notebooks top to bottom, store their outputs, clean them and export the package.
+"""Re-run notebooks top to bottom, store their outputs, clean them (tools/clean.py) and export the package.
 
     python tools/refresh.py                      # every notebook in nbs/
     python tools/refresh.py nbs/01_matmul.ipynb  # just these
@@ -42,7 +42,8 @@ def main(paths):
         print(f'running {p}', flush=True)
         run_notebook(p)
     bindir = Path(sys.executable).parent
-    for p in paths: subprocess.run([str(bindir / 'nbdev_clean'), '--fname', str(p)], check=True, cwd=ROOT)
+    # nbdev_clean, keeping the metadata as JupyterLab writes it (tools/clean.py says why)
+    subprocess.run([sys.executable, str(ROOT / 'tools' / 'clean.py'), *map(str, paths)], check=True, cwd=ROOT)
     subprocess.run([str(bindir / 'nbdev_export')], check=True, cwd=ROOT)
     subprocess.run([sys.executable, str(ROOT / 'tools' / 'readme.py')], check=True, cwd=ROOT)
 
