@@ -6,6 +6,7 @@ build/screenshots/.
 """
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -296,3 +297,35 @@ def test_opening_and_saving_a_notebook_leaves_it_unchanged(browser, lab, name):
         assert after == before, f'saving {name} from the lab changed it: {len(after)} bytes, were {len(before)}'
     finally:
         if path.read_bytes() != before: path.write_bytes(before)
+
+
+# ---- the index links the notebooks, and each notebook opens on its title -------------------------------
+
+def test_the_learning_path_links_every_notebook():
+    index = nbformat.read(ROOT / 'nbs' / 'index.ipynb', as_version=4)
+    path = next(c.source for c in index.cells if c.source.startswith('## The learning path'))
+    rows = [line for line in path.splitlines() if line.startswith('| ') and '---' not in line][1:]
+    linked = [re.match(r'\| \[(\w+)\]\((\w+)\.ipynb\) \|', row) for row in rows]
+    assert all(linked), [row for row, m in zip(rows, linked) if not m]
+    assert all(m[1] == m[2] and (ROOT / 'nbs' / f'{m[2]}.ipynb').exists() for m in linked)
+    assert {f'{m[2]}.ipynb' for m in linked} == {p.name for p in NOTEBOOKS} - {'index.ipynb'}
+
+
+@pytest.mark.parametrize('path', NOTEBOOKS, ids=lambda p: p.name)
+def test_a_notebook_opens_on_its_title_and_summary(path):
+    first = nbformat.read(path, as_version=4).cells[0]
+    assert first.cell_type == 'markdown' and first.source.startswith('# '), first.source[:80]
+    assert re.search(r'^> \S', first.source, re.M), f'{path.name} has no one-line summary under its title'
+
+
+def test_a_link_in_the_index_opens_its_notebook(browser, lab):
+    browser.events = []
+    browser.call('Page.navigate', url=lab.url('/lab/tree/index.ipynb'))
+    wait_for_notebook(browser, 'index.ipynb')
+    link = "document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) a[href*=\"/06_tensor.ipynb\"]')"
+    deadline = time.monotonic() + 20
+    while not browser.evaluate(f'!!{link}'):
+        assert time.monotonic() < deadline, 'the index has no link to 06_tensor.ipynb'
+        time.sleep(0.25)
+    browser.evaluate(f'{link}.click()')
+    wait_for_notebook(browser, '06_tensor.ipynb')

@@ -24,8 +24,9 @@ def directives(source):
 
 def cell_markdown(cell):
     "One cell of the notebook as GitHub markdown: prose as is, code in a fence, text outputs below it."
-    if cell.cell_type == 'markdown':       # images are relative to nbs/ in the notebook, to the top in README.md
-        return re.sub(r'(!\[[^\]]*\]\()(?![a-z][a-z0-9+.-]*:|/)', r'\1nbs/', cell.source.strip())
+    if cell.cell_type == 'markdown':       # images and notebooks are relative to nbs/ in the notebook,
+        text = re.sub(r'(!\[[^\]]*\]\()(?![a-z][a-z0-9+.-]*:|/)', r'\1nbs/', cell.source.strip())
+        return re.sub(r'((?<!!)\[[^\]]*\]\()([\w.-]+\.ipynb)', r'\1nbs/\2', text)    # to the top in README.md
     if cell.cell_type != 'code': return ''
     flags = directives(cell.source)
     if 'hide' in flags or 'default_exp' in flags or 'export' in flags: return ''
