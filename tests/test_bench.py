@@ -132,7 +132,8 @@ def test_data_parallel_report_lines():
 def test_cli_help_lists_options_and_hides_worker():
     run = subprocess.run([sys.executable, '-m', 'fromscratch.bench', '--help'], capture_output=True, text=True)
     assert run.returncode == 0
-    for option in ('--quick', '--json', '--rounds', '--skip-notebooks', '--threads'): assert option in run.stdout
+    for option in ('--quick', '--json', '--rounds', '--skip-notebooks', '--threads', '--plot', '--progress'):
+        assert option in run.stdout
     assert '--worker' not in run.stdout and '--spec' not in run.stdout
 
 
@@ -161,6 +162,9 @@ def one_error_line(r):
     (['--json', '/proc/r.json'], "argument --json: cannot create files in '/proc' ("),
     (['--json', 'README.md/r.json'], "argument --json: 'README.md' is a file, not a folder"),
     (['--json', 'nbs'], 'argument --json: nbs is a folder: give a file name'),
+    (['--plot', 'report.jpg'], "argument --plot: give a file name ending in .png, not 'report.jpg'"),
+    (['--plot', 'no/such/folder/r.png'], "argument --plot: the folder 'no/such/folder' does not exist"),
+    (['--progress', 'sometimes'], "argument --progress: invalid choice: 'sometimes'"),
     (['--quik'], 'unrecognized arguments: --quik'),
     (['--thread', '2'], 'unrecognized arguments: --thread 2'),                  # no abbreviations
     (['--worker', 'step', '--spec', '{oops'], 'argument --spec: not JSON ('),
@@ -607,3 +611,96 @@ def test_func_lines_in_the_report():
     line = next(l for l in text.splitlines() if l.startswith('jacrev'))
     assert '16x256 (wide)' in line and '2.00' in line and line.endswith('NO')
     assert '8. forward mode' not in format_report(fake_results())
+
+
+# --- progress, pipes and the plot --------------------------------------------------------------------------
+
+def test_cli_times_each_part(quick_run):
+    results, _ = quick_run
+    assert list(results['part_seconds']) == [p for p in bench.PARTS if p != 'notebooks']
+    assert all(s > 0 for s in results['part_seconds'].values())
+    assert set(bench.PART_SECONDS['quick']) | {'notebooks'} == set(bench.PART_SECONDS['full']) == set(bench.PARTS)
+
+
+@pytest.fixture(scope='module')
+def canned(quick_run, tmp_path_factory):
+    "Python code that makes `run_benchmarks` return the quick run's results at once, announcing each part."
+    path = tmp_path_factory.mktemp('canned') / 'results.json'
+    path.write_text(json.dumps(quick_run[0]))
+    return (f"import json, fromscratch.bench as b\n"
+            f"def run(*args):\n    for part in json.load(open({str(path)!r}))['part_seconds']: args[-1](part)\n"
+            f"    return json.load(open({str(path)!r}))\n"
+            f"b.run_benchmarks = run")
+
+
+def run_into(stdout, canned, *args):
+    "`python -m fromscratch.bench *args` with the canned results, its stdout into `stdout`: (status, stderr)."
+    code = f"import sys\n{canned}\nsys.exit(b.main(sys.argv[1:]))"
+    r = subprocess.Popen([sys.executable, '-c', code, *args], stdout=stdout, stderr=subprocess.PIPE, text=True)
+    return r
+
+
+def test_cli_into_a_pipe_closed_before_the_report_exits_quietly(canned, tmp_path):
+    read, write = os.pipe()
+    os.close(read)                                            # the reader is gone before the report
+    try: r = run_into(write, canned, '--json', str(tmp_path / 'r.json'), '--plot', str(tmp_path / 'r.png'))
+    finally: os.close(write)
+    err = r.stderr.read(); r.stderr.close()
+    assert r.wait(timeout=120) == 0, err
+    assert 'Broken pipe' not in err and 'error' not in err and 'Traceback' not in err, err
+    assert err.splitlines()[-1] == f"wrote {tmp_path / 'r.json'} and {tmp_path / 'r.png'}"
+    assert json.loads((tmp_path / 'r.json').read_text())['quick'] is True        # the results are saved anyway
+
+
+def test_cli_into_head_exits_quietly(canned, tmp_path):
+    r = run_into(subprocess.PIPE, canned, '--json', str(tmp_path / 'r.json'))
+    head = subprocess.run(['head', '-1'], stdin=r.stdout, capture_output=True, text=True, timeout=120)
+    r.stdout.close()
+    err = r.stderr.read(); r.stderr.close()
+    assert r.wait(timeout=120) == 0, err
+    assert head.stdout.startswith('fromscratch benchmarks (quick): ') and head.stdout.count('\n') == 1
+    assert 'Broken pipe' not in err and 'error' not in err, err
+
+
+def test_cli_plot_writes_a_png(canned, tmp_path):
+    import matplotlib.image
+    r = run_into(subprocess.PIPE, canned, '--json', str(tmp_path / 'r.json'), '--plot', str(tmp_path / 'r.png'))
+    out, err = r.communicate(timeout=120)
+    assert r.returncode == 0, err
+    assert out.startswith('fromscratch benchmarks (quick): ')
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['r.json', 'r.png']          # written atomically
+    png = tmp_path / 'r.png'
+    assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    height, width, _ = matplotlib.image.imread(png).shape
+    assert width > 1000 and height > 400
+
+
+def test_cli_without_a_terminal_says_each_part_in_a_line(canned, tmp_path):
+    r = run_into(subprocess.PIPE, canned, '--json', str(tmp_path / 'r.json'))
+    out, err = r.communicate(timeout=120)
+    assert r.returncode == 0, err
+    parts = [p for p in bench.PARTS if p != 'notebooks']
+    assert err.splitlines() == [f'{bench.PARTS[p]} ...' for p in parts] + [f"wrote {tmp_path / 'r.json'}"]
+
+
+def test_cli_progress_bar_names_the_part_and_the_time_left(canned, tmp_path):
+    r = run_into(subprocess.PIPE, canned, '--json', str(tmp_path / 'r.json'), '--progress', 'always')
+    out, err = r.communicate(timeout=120)
+    assert r.returncode == 0, err
+    assert 'matmul ladder: ' in err and 'data parallel, 1 and 2 processes: ' in err and ' left' in err
+    assert 'matmul ladder ...' not in err
+
+
+def test_parts_bar_weighs_the_parts(monkeypatch, capsys):
+    bar = bench.PartsBar({'matmul': 1, 'cnn': 3})
+    try:
+        bar('matmul'); bar('cnn')
+        assert bar.bar.n == 1 and bar.bar.total == 4 and bar.bar.desc == bench.PARTS['cnn']
+    finally: bar.close()
+
+
+def test_plot_report_draws_the_ladders_and_the_ratios(quick_run):
+    fig = bench.plot_report(quick_run[0])
+    axes = fig.get_axes()
+    assert [ax.get_title() for ax in axes[:2]] == ['matmul ladder, 5x784 @ 784x10', 'matmul ladder, 64x784 @ 784x10']
+    assert axes[2].get_title().startswith('one training step') and len(axes[2].patches) == 8

@@ -33,7 +33,7 @@ from fromscratch.training import (History, accuracy, evaluate, fit, format_row, 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = re.compile(r'^accuracy=(\S+) loss=(\S+) seconds=(\S+)$')
 OPTIONS = ['--epochs', '--batch-size', '--lr', '--schedule', '--seed', '--plot', '--full', '--train-size', '--progress',
-           '--mirror']
+           '--mirror', '--threads']
 
 
 def blobs(n=200, seed=0):
@@ -374,6 +374,9 @@ def test_cli_help_explains_every_option():
     (['--train-size', '4001'], 'argument --train-size: the sample has 4,000 training images, got 4,001'),
     (['--full', '--train-size', '60001'], 'argument --train-size: the full set has 60,000 training images, got 60,001'),
     (['--progress', 'sometimes'], "argument --progress: invalid choice: 'sometimes'"),
+    (['--threads', '0'], 'argument --threads: must be greater than 0, got 0'),
+    (['--threads', '-2'], 'argument --threads: must be greater than 0, got -2'),
+    (['--threads', 'all'], "argument --threads: expected a whole number, got 'all'"),
     (['--plot', 'loss.jpg'], "argument --plot: give a file name ending in .png, not 'loss.jpg'"),
     (['--plot', ''], "argument --plot: give a file name ending in .png, not ''"),
     (['--plot', 'no/such/folder/loss.png'], "argument --plot: the folder 'no/such/folder' does not exist"),
@@ -459,6 +462,7 @@ def test_cli_plot_into_a_folder_it_cannot_write_is_refused(tmp_path, capsys):
     (['--plot', '/proc/fromscratch-test/x.png'], "argument --plot: the folder '/proc/fromscratch-test' does not exist"),
     (['--plot', 'README.md/x.png'], "argument --plot: 'README.md' is a file, not a folder"),
     (['--train-size', '5000'], 'argument --train-size: the sample has 4,000 training images, got 5,000'),
+    (['--threads', '0'], 'argument --threads: must be greater than 0, got 0'),
 ])
 def test_cli_bad_arguments_in_a_real_process_exit_2_without_traceback(args, message):
     r = run_cli(*args)
@@ -636,3 +640,101 @@ def test_cli_full_without_network_fails_clearly(tmp_path):
     assert f'127.0.0.1:{port}' in r.stderr and 'Without --full, the embedded sample needs no network.' in r.stderr
     assert 'Traceback' not in r.stderr
     assert not (tmp_path / 'cache').exists()    # nothing left behind
+
+
+# ---------------------------------------------------------------- threads, pipes and notices
+
+# In the child: report the threads of numpy's OpenBLAS as the run starts, asked of the library itself
+# (not through fromscratch), and the thread variables that processes started by the run inherit.
+REPORT_THREADS = """
+import ctypes, os
+import fromscratch.train as cli
+def blas_threads():
+    for path in {l.split()[-1] for l in open('/proc/self/maps') if 'openblas' in l.lower() and '/' in l}:
+        lib = ctypes.CDLL(path)
+        for name in ('scipy_openblas_get_num_threads64_', 'openblas_get_num_threads'):
+            if hasattr(lib, name): return getattr(lib, name)()
+real_train = cli.train
+def train(args, *rest):
+    print('threads', blas_threads(), os.environ['OMP_NUM_THREADS'], os.environ['OPENBLAS_NUM_THREADS'],
+          file=sys.stderr)
+    return real_train(args, *rest)
+cli.train = train
+"""
+
+
+@pytest.mark.skipif(not os.path.exists('/proc/self/maps'), reason='reads the loaded libraries from /proc')
+@pytest.mark.parametrize('env_threads, args, expected', [
+    ('2', [], '1'),                          # the default pins one thread, whatever the shell says
+    (None, ['--threads', '2'], '2'),         # numpy started with its own default
+    ('1', ['--threads', '2'], '2'),
+])
+def test_cli_threads_are_what_was_asked(env_threads, args, expected):
+    env = {k: v for k, v in os.environ.items() if k not in cli.THREAD_VARS}
+    if env_threads: env.update({k: env_threads for k in cli.THREAD_VARS})
+    r = subprocess.run([sys.executable, '-c', f"import sys\n{REPORT_THREADS}\nsys.exit(cli.main(sys.argv[1:]))",
+                        '--train-size', '64', '--epochs', '1', *args],
+                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [f'threads {expected} {expected} {expected}'], r.stderr
+    assert RESULT.match(r.stdout.splitlines()[-1])
+
+
+def test_blas_threads_follow_set_blas_threads(monkeypatch):
+    for k in cli.THREAD_VARS: monkeypatch.setenv(k, '1')         # restored after the test
+    if cli.blas_threads() is None: pytest.skip("numpy's BLAS is not an OpenBLAS found in /proc/self/maps")
+    try: assert [cli.set_blas_threads(n) for n in (2, 1)] == [2, 1] and os.environ['OMP_NUM_THREADS'] == '1'
+    finally: cli.set_blas_threads(1)
+
+
+def test_threads_notice():
+    assert cli.threads_notice(1, 1) is None
+    assert cli.threads_notice(2, 1) == "numpy's BLAS took 1 threads, not the 2 asked for"
+    assert cli.threads_notice(3, None).endswith(
+        'start with OMP_NUM_THREADS=3 OPENBLAS_NUM_THREADS=3 MKL_NUM_THREADS=3 to pin them')
+
+
+def test_cli_bad_threads_fail_before_any_work(capsys, monkeypatch):
+    monkeypatch.setattr(cli, 'set_blas_threads', lambda n: pytest.fail('threads were set'))
+    monkeypatch.setattr(cli, 'train', lambda *a: pytest.fail('the run started'))
+    with pytest.raises(SystemExit) as e: cli.main(['--threads', '-1'])
+    assert e.value.code == 2 and capsys.readouterr().out == ''
+
+
+@pytest.mark.parametrize('args, notice', [
+    (['--train-size', '3', '--epochs', '2'],
+     'one batch per epoch: --batch-size 32 is at least the 3 training images, so each of the 2 epochs is one step'),
+    (['--train-size', '100', '--batch-size', '100000', '--epochs', '2'],
+     'one batch per epoch: --batch-size 100,000 is at least the 100 training images, so each of the 2 epochs is one step'),
+])
+def test_cli_one_batch_per_epoch_is_said_in_one_line(args, notice, capsys):
+    assert cli.main([*args, '--progress', 'never']) == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [f'python -m fromscratch.train: warning: {notice}']
+    assert [l.split()[1] for l in out.splitlines()[:-1]] == ['step=1', 'step=2']
+
+
+def test_no_notice_when_an_epoch_has_two_batches():
+    assert cli.one_batch_notice(cli.parse_args(['--train-size', '33'])) is None
+    assert cli.one_batch_notice(cli.parse_args(['--full', '--batch-size', '60000'])) is not None
+
+
+def test_cli_into_a_pipe_closed_before_it_writes_exits_quietly():
+    read, write = os.pipe()
+    os.close(read)                                    # the reader is gone before the first line
+    try:
+        r = subprocess.run([sys.executable, '-m', 'fromscratch.train', '--train-size', '300', '--epochs', '3'],
+                           stdout=write, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120)
+    finally: os.close(write)
+    assert r.returncode == 0 and r.stderr == '', r.stderr
+
+
+def test_cli_into_head_exits_quietly():
+    train = subprocess.Popen([sys.executable, '-m', 'fromscratch.train', '--train-size', '300', '--epochs', '4'],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    head = subprocess.run(['head', '-1'], stdin=train.stdout, capture_output=True, text=True, timeout=120)
+    train.stdout.close()
+    err = train.stderr.read().decode(); train.stderr.close()
+    assert train.wait(timeout=120) == 0, err
+    assert head.stdout.startswith('epoch=1 step=10 ') and head.stdout.count('\n') == 1
+    assert 'Broken pipe' not in err and 'error' not in err and 'Traceback' not in err, err
