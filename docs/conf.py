@@ -45,7 +45,7 @@ html_theme = 'sphinx_book_theme'
 html_title = project
 html_static_path = ['_static']
 html_css_files = ['fromscratch.css']
-html_js_files = ['search-math.js']
+html_js_files = ['search-math.js', 'fromscratch.js']
 html_favicon = '_static/favicon.svg'
 html_copy_source = False
 html_show_sourcelink = False
@@ -87,6 +87,17 @@ def copy_mathjax(app, exception):
     if (mj.parents[1] / 'LICENSE').exists(): shutil.copy2(mj.parents[1] / 'LICENSE', dest / 'LICENSE')
 
 
+def one_id_per_heading(app, doctree):
+    "A section keeps the id docutils gives it: MyST's heading slug is no second id."
+    from docutils import nodes
+    for section in doctree.findall(nodes.section):
+        slug = section.get('slug')
+        if slug and slug in section['ids'][1:]:
+            section['ids'].remove(slug)
+            doctree.ids.pop(slug, None)
+
+
 def setup(app):
     _mathjax_file()                     # fail early, before the whole build
+    app.connect('doctree-read', one_id_per_heading)
     app.connect('build-finished', copy_mathjax)

@@ -1,7 +1,8 @@
 """Headless Chromium driven over the DevTools protocol (websocket-client), shared by the browser tests.
 
 Chromium is a system package (Debian: `apt-get install chromium`; `.ci/run` installs it). Without it the
-browser tests are skipped, except under CI (the CI variable set), where a missing browser is a failure.
+browser tests are skipped, except under CI (`CI` or `FROMSCRATCH_NO_SKIPS=1` set), where a missing
+browser is a failure.
 """
 import json
 import os

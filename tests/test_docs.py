@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -427,3 +428,168 @@ def test_names_in_backticks_become_links():
     assert link(md) == ('Use {py:obj}`check_close <fromscratch.testing.check_close>`, see [`05_value`](value.ipynb) '
                         'and [`nbs/05_value.ipynb`](value.ipynb); `x + 1` and [`check_close`](a.html) stay.')
     assert link('```\n`check_close`\n```') == '```\n`check_close`\n```'
+
+
+
+# --------------------------------------------------------------------------------------
+# Code that fits the column, solutions folded as one, headings found by the search
+
+# The code and output blocks the reader sees that need a sideways scroll, with their
+# longest line. Folds are opened first: solutions are measured too. With `synthetic`, an
+# 88-character line is put into a copy of the page's first code block and of its first
+# output, as every line will be once the notebooks' code is wrapped at 88 characters.
+_SCROLLING = r"""((synthetic) => {
+  document.querySelectorAll('article details').forEach(d => d.open = true);
+  if (synthetic) for (const sel of ['div.cell_input pre', 'div.cell_output pre']) {
+    const block = document.querySelector('article ' + sel)
+      .closest('.cell_input, .cell_output');
+    const copy = block.cloneNode(true);
+    copy.querySelector('pre').textContent = 'x = ' + '1234567 + '.repeat(8) + '1234';
+    copy.dataset.synthetic = 1;
+    block.after(copy);
+  }
+  const longest = e => Math.max(...e.textContent.split('\n').map(l => l.length));
+  const blocks = [...document.querySelectorAll(
+    'article pre, article div.cell_output, article div.output, article .highlight')]
+    .filter(e => e.getClientRects().length);
+  const made = e => !!e.closest('[data-synthetic]');
+  const cells = t => [...t.querySelectorAll('tbody td')];
+  return {
+    blocks: blocks.length,
+    synthetic: blocks.filter(e => made(e) && e.tagName == 'PRE').map(longest),
+    scrolling: blocks.filter(e => e.scrollWidth > e.clientWidth + 1).map(e => ({
+      longest: longest(e), synthetic: made(e), text: e.textContent.trim().slice(0, 80),
+      width: e.scrollWidth, box: e.clientWidth})),
+    tables: [...document.querySelectorAll('article table.table')].map(t => ({
+      width: t.getBoundingClientRect().width, scroll: t.scrollWidth,
+      client: t.clientWidth, box: t.parentElement.clientWidth,
+      stacked: cells(t).every(td => getComputedStyle(td).display == 'block'),
+      unlabelled: cells(t).filter(td => td.dataset.label === undefined).length})),
+  };
+})(%s)"""
+
+
+def window(browser, width):
+    browser.call('Emulation.setDeviceMetricsOverride', width=width, height=900,
+                 deviceScaleFactor=1, mobile=width < 600)
+
+
+@pytest.mark.parametrize('width', [1400, 400])
+def test_code_and_outputs_fit_the_column(browser, served, width):
+    """At a laptop's 1400 px, 88 characters of code or output (black's width) need no
+    sideways scroll: the page's blocks whose lines have at most 88 characters, and an
+    88-character line put into a copy of a real code block and output. On a 400 px phone
+    no block scrolls: long lines wrap. The learning path's tables fit the column; on the
+    phone they are stacked, each cell labelled with its column."""
+    window(browser, width)
+    try:
+        for page in ('tensor', 'index'):
+            assert browser.open(served + f'{page}.html') == []
+            facts = browser.evaluate(_SCROLLING % ('true' if width > 600 else 'false'))
+            assert facts['blocks'] > 10, facts
+            scrolling = facts['scrolling']
+            if width > 600:
+                assert facts['synthetic'] == [88, 88], facts['synthetic']
+                scrolling = [b for b in scrolling if b['longest'] <= 88]
+            assert scrolling == [], f'{page} at {width} px: {scrolling[:5]}'
+            for t in facts['tables']:
+                assert t['scroll'] <= t['client'] + 1, (page, width, t)
+                assert t['width'] <= t['box'] + 1, (page, width, t)
+                assert t['stacked'] == (width < 600), (page, width, t)
+                assert t['unlabelled'] == 0, (page, width, t)
+            if page == 'index': assert len(facts['tables']) >= 1
+    finally:
+        browser.call('Emulation.clearDeviceMetricsOverride')
+
+
+_FOLDS = r"""(() => [...document.querySelectorAll('article details.fs-fold')].map(d => {
+  const shown = e => e.checkVisibility() && e.getBoundingClientRect().height > 0;
+  const count = sel => [...d.querySelectorAll(sel)].filter(shown).length;
+  const parts = () => ({code: count('div.cell_input pre'),
+                        outputs: count('div.cell_output'),
+                        prose: count(':scope > p, :scope > ul, :scope > ol')});
+  const closed = {open: d.open, ...parts()};
+  d.open = true;
+  const code = d.querySelector('div.cell_input pre');
+  return {summary: d.querySelector('summary').textContent.trim(), closed,
+          opened: parts(), inner: d.querySelectorAll('details').length,
+          first: code ? code.textContent.split('\n')[0] : ''};
+}))()"""
+
+
+def test_a_solution_folds_its_prose_code_and_outputs_as_one(browser, served):
+    "Closed, a solution shows only its summary; opened, its prose, code and output."
+    assert browser.open(served + 'optim.html') == []
+    folds = browser.evaluate(_FOLDS)
+    assert [f['summary'] for f in folds] == [f'Solution {k}' for k in range(1, 6)]
+    for f in folds:
+        assert f['closed'] == {'open': False, 'code': 0, 'outputs': 0, 'prose': 0}, f
+        assert f['opened']['code'] >= 1 and f['opened']['outputs'] >= 1, f
+        assert f['first'].startswith(f"# {f['summary']}"), f
+        assert f['inner'] == 0, f                     # no second fold inside the fold
+    assert folds[0]['opened']['prose'] >= 1
+
+
+def test_solutions_are_inside_their_folds_on_every_page(site, pages):
+    "Every code cell of a solution is in the closed fold of its solution, on all pages."
+    from bs4 import BeautifulSoup
+    folded = 0
+    for p in pages:
+        soup = BeautifulSoup((site / f'{p["page"]}.html').read_text(), 'html.parser')
+        for pre in soup.select('article div.cell_input pre'):
+            m = re.match(r'# (Solution \d+)', pre.get_text())
+            if not m: continue
+            fold = pre.find_parent('details', class_='fs-fold')
+            assert fold is not None, (p['page'], m.group(0))
+            assert fold.summary.get_text(strip=True) == m.group(1), p['page']
+            assert 'open' not in fold.attrs
+            folded += 1
+    assert folded >= 100
+
+
+def test_every_heading_has_one_id(site, pages):
+    "A heading has one anchor, its section's id (MyST's slug adds no second one)."
+    from bs4 import BeautifulSoup
+    problems = []
+    heads = ', '.join(f'article section > h{n}' for n in range(1, 7))
+    for p in pages + [{'page': 'reference'}]:
+        soup = BeautifulSoup((site / f'{p["page"]}.html').read_text(), 'html.parser')
+        for h in soup.select(heads):
+            ids = [h.parent.get('id'), h.get('id')]
+            ids += [e.get('id') for e in h.find_previous_siblings(id=True)]
+            ids = [i for i in ids if i]
+            if len(ids) != 1:
+                problems.append(f'{p["page"]}: {h.get_text(strip=True)[:60]}: {ids}')
+    assert problems == [], '\n'.join(problems[:20])
+    autograd = (site / 'autograd.html').read_text()
+    assert 'id="what-retain-graph-does-not-do"' in autograd
+    assert 'what-retain_graph' not in autograd
+
+
+def test_on_this_page_lists_sections_not_api_entries(site):
+    "A lesson's contents are its sections; its names are the reference page's."
+    from bs4 import BeautifulSoup
+    toc = '#pst-page-toc-nav a, .bd-toc-nav a'
+    soup = BeautifulSoup((site / 'autograd.html').read_text(), 'html.parser')
+    names = {dt['id'] for dt in soup.select('dl.py > dt[id]')}
+    links = [a['href'] for a in soup.select(toc)]
+    assert len(names) >= 5 and len(links) >= 10, links
+    assert all(h.startswith('#') for h in links), links
+    assert not [h for h in links if h[1:] in names or h.startswith('#fromscratch.')]
+    assert '#what-retain-graph-does-not-do' in links
+    ref = BeautifulSoup((site / 'reference.html').read_text(), 'html.parser')
+    entries = [a for a in ref.select(toc) if a['href'].startswith('#fromscratch.')]
+    assert len(entries) >= 250
+
+
+@pytest.mark.parametrize('query, section', [
+    ('retain_graph', 'autograd.html#what-retain-graph-does-not-do'),
+    ('retain_grad', 'autograd.html#gradients-of-intermediate-tensors-retain-grad'),
+    ('graph is used once', 'autograd.html#retain-graph-a-graph-is-used-once'),
+])
+def test_search_finds_a_section_by_its_heading(browser, served, query, section):
+    "A heading's words, code in it included, find its section, linked by its anchor."
+    problems = browser.open(served + 'search.html?q=' + urllib.parse.quote(query))
+    hits = browser.evaluate(_SEARCH, promise=True)
+    assert problems == [], problems
+    assert section in [h['href'] for h in hits[:5]], hits[:8]

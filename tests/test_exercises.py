@@ -1,9 +1,12 @@
 """Every notebook that ends with `## Exercises` has a folded solution for each exercise.
 
 The format: right after the exercises, a `### Solutions` markdown cell; then, in exercise order, for
-exercise k a markdown cell `<details><summary>Solution k</summary> ... </details>` and/or code cells
-whose first line is `# Solution k` (`# Solution k, continued` for the next ones), folded by the cell
-metadata below. `#| hide` cells (which the site never shows) may sit among them; nothing else may.
+exercise k a markdown cell holding only the heading `#### Solution k`, collapsed in JupyterLab (cell
+metadata `"jp-MarkdownHeadingCollapsed": true`), followed by the solution's prose (markdown cells
+without headings) and code cells whose first line is `# Solution k` (`# Solution k, continued` for the
+next ones). The heading folds prose and code as one, in JupyterLab and on the site (tools/docs.py makes
+the section one closed <details>), so no cell is folded on its own. `#| hide` cells (which the site never
+shows) may sit among them; nothing else may.
 """
 import copy
 import json
@@ -13,10 +16,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HIDDEN = {"jupyter": {"outputs_hidden": True, "source_hidden": True}, "tags": ["hide-cell"]}
+COLLAPSED = 'jp-MarkdownHeadingCollapsed'
 EXERCISES = re.compile(r'^## Exercises[ \t]*$', re.M)
 CODE_HEAD = re.compile(r'# Solution (\d+)(, continued)?$')
-MD_HEAD = re.compile(r'<details><summary>Solution (\d+)</summary>')
+HEADING = re.compile(r'#### Solution (\d+)$')
+ANY_HEADING = re.compile(r'^#{1,6}[ \t]', re.M)
+FOLDED_TAGS = {'hide-cell', 'hide-input', 'hide-output'}
 
 
 def source(cell): return ''.join(cell['source'])
@@ -24,12 +29,20 @@ def source(cell): return ''.join(cell['source'])
 
 def exercises_cell(cells):
     "The index of the markdown cell with the `## Exercises` heading, or None."
-    return next((i for i, c in enumerate(cells) if c['cell_type'] == 'markdown' and EXERCISES.search(source(c))), None)
+    return next((i for i, c in enumerate(cells)
+                 if c['cell_type'] == 'markdown' and EXERCISES.search(source(c))), None)
 
 
 def exercise_numbers(text):
     "The numbers of the exercises listed after the `## Exercises` heading of `text`."
     return [int(n) for n in re.findall(r'^(\d+)\.\s', text[EXERCISES.search(text).end():], re.M)]
+
+
+def folded_on_its_own(cell):
+    meta = cell.get('metadata', {})
+    jupyter = meta.get('jupyter', {})
+    return bool(jupyter.get('source_hidden') or jupyter.get('outputs_hidden')
+                or FOLDED_TAGS & set(meta.get('tags', [])))
 
 
 def solution_problems(nb):
@@ -38,37 +51,53 @@ def solution_problems(nb):
     i = exercises_cell(cells)
     numbers = exercise_numbers(source(cells[i]))
     if not numbers: return ['no numbered exercises after "## Exercises"']
-    problems = [] if numbers == list(range(1, len(numbers) + 1)) else [f'exercises numbered {numbers}, not 1 to {len(numbers)}']
-    if i + 1 >= len(cells) or cells[i + 1]['cell_type'] != 'markdown' or not source(cells[i + 1]).startswith('### Solutions'):
+    problems = [] if numbers == list(range(1, len(numbers) + 1)) else \
+        [f'exercises numbered {numbers}, not 1 to {len(numbers)}']
+    if i + 1 >= len(cells) or cells[i + 1]['cell_type'] != 'markdown' \
+            or not source(cells[i + 1]).startswith('### Solutions'):
         return problems + ['no "### Solutions" markdown cell right after the exercises']
-    solved, last, last_code = set(), 0, None       # last_code: the exercise of the previous code solution cell
+    solved, last = {}, 0          # solved: exercise -> how many cells its heading folds
+    k, last_code = None, None     # the current heading's exercise; the exercise of the last code cell
     for j, cell in enumerate(cells[i + 2:], start=i + 2):
         src = source(cell)
         first = src.split('\n', 1)[0].strip()
         if cell['cell_type'] == 'markdown':
-            m = MD_HEAD.match(src)
-            if not m:
-                problems.append(f'cell {j}: a markdown cell among the solutions that is not <details><summary>Solution k</summary>')
+            m = HEADING.match(src.strip())
+            if m:
+                k, last_code = int(m.group(1)), None
+                if cell.get('metadata', {}).get(COLLAPSED) is not True:
+                    problems.append(f'cell {j}: Solution {k} is not collapsed (metadata {COLLAPSED})')
+                if k in solved: problems.append(f'cell {j}: a second "#### Solution {k}" heading')
+                if k < last: problems.append(f'cell {j}: Solution {k} comes after Solution {last}')
+                if k not in numbers: problems.append(f'cell {j}: Solution {k}, but there is no exercise {k}')
+                solved[k], last = 0, max(last, k)
                 continue
-            k = int(m.group(1))
-            if not src.rstrip().endswith('</details>'): problems.append(f'cell {j}: Solution {k} does not end with </details>')
-            last_code = None
+            if ANY_HEADING.search(src):
+                problems.append(f'cell {j}: a heading among the solutions that is not "#### Solution k" '
+                                '(it would end the fold)')
+            elif k is None: problems.append(f'cell {j}: prose before the first "#### Solution k"')
+            else: solved[k] += 1
         elif cell['cell_type'] == 'code':
             m = CODE_HEAD.match(first)
             if not m:
-                if not first.startswith('#| hide'): problems.append(f'cell {j}: a visible code cell among the solutions ({first[:40]!r})')
+                if not first.startswith('#| hide'):
+                    problems.append(f'cell {j}: a visible code cell among the solutions ({first[:40]!r})')
                 continue
-            k, continued = int(m.group(1)), bool(m.group(2))
-            if cell.get('metadata') != HIDDEN: problems.append(f'cell {j}: Solution {k} has metadata {cell.get("metadata")}, not {HIDDEN}')
-            if '#| export' in src: problems.append(f'cell {j}: Solution {k} exports code')
-            if continued and last_code != k: problems.append(f'cell {j}: "Solution {k}, continued" does not follow a code cell of Solution {k}')
-            if not continued and last_code == k: problems.append(f'cell {j}: a second "# Solution {k}" cell (say ", continued")')
-            last_code = k
-        else: continue
-        if k < last: problems.append(f'cell {j}: Solution {k} comes after Solution {last}')
-        if k not in numbers: problems.append(f'cell {j}: Solution {k}, but there is no exercise {k}')
-        solved.add(k); last = max(last, k)
-    problems += [f'exercise {k} has no solution' for k in numbers if k not in solved]
+            n, continued = int(m.group(1)), bool(m.group(2))
+            if n != k: problems.append(f'cell {j}: "# Solution {n}" under the heading of Solution {k}')
+            if folded_on_its_own(cell):
+                problems.append(f'cell {j}: Solution {n} is folded on its own (metadata '
+                                f'{cell.get("metadata")}): its heading folds it')
+            if '#| export' in src: problems.append(f'cell {j}: Solution {n} exports code')
+            if continued and last_code != n:
+                problems.append(f'cell {j}: "Solution {n}, continued" does not follow a code cell of '
+                                f'Solution {n}')
+            if not continued and last_code == n:
+                problems.append(f'cell {j}: a second "# Solution {n}" cell (say ", continued")')
+            last_code = n
+            if k is not None: solved[k] += 1
+    problems += [f'Solution {n} is an empty heading' for n, count in solved.items() if not count]
+    problems += [f'exercise {n} has no solution' for n in numbers if n not in solved]
     return problems
 
 
@@ -93,40 +122,69 @@ def test_every_exercise_has_a_folded_solution(path):
 
 
 # The check itself must catch each kind of mistake: break a correct notebook on purpose.
-def drop_solution(nb, k):
-    nb['cells'] = [c for c in nb['cells'] if not re.match(rf'(# Solution|<details><summary>Solution) {k}\b', source(c))]
+def cells_of(nb, k):
+    "The indices of the heading of Solution k and of the cells it folds."
+    cells, out = nb['cells'], []
+    for i, c in enumerate(cells):
+        if HEADING.match(source(c).strip()): inside = source(c).strip() == f'#### Solution {k}'
+        elif ANY_HEADING.search(source(c)) and c['cell_type'] == 'markdown': inside = False
+        if out or source(c).strip() == f'#### Solution {k}':
+            if not inside: break
+            out.append(i)
+    return out
 
-def unfold(nb, k):
-    next(c for c in nb['cells'] if source(c).startswith(f'# Solution {k}'))['metadata'] = {}
+def drop_solution(nb, k):
+    drop = set(cells_of(nb, k))
+    nb['cells'] = [c for i, c in enumerate(nb['cells']) if i not in drop]
+
+def expand(nb, k):
+    nb['cells'][cells_of(nb, k)[0]]['metadata'] = {}
+
+def fold_code(nb, k):
+    cell = next(c for c in nb['cells'] if source(c).startswith(f'# Solution {k}'))
+    cell['metadata'] = {'jupyter': {'source_hidden': True}, 'tags': ['hide-cell']}
 
 def add_extra(nb, k):
-    extra = {'cell_type': 'code', 'metadata': copy.deepcopy(HIDDEN), 'source': f'# Solution {k}\n1', 'outputs': [], 'execution_count': None}
-    nb['cells'].append(extra)
+    nb['cells'] += [{'cell_type': 'markdown', 'metadata': {COLLAPSED: True}, 'source': f'#### Solution {k}'},
+                    {'cell_type': 'code', 'metadata': {}, 'source': f'# Solution {k}\n1', 'outputs': [],
+                     'execution_count': None}]
 
 def drop_heading(nb, _):
     nb['cells'] = [c for c in nb['cells'] if not source(c).startswith('### Solutions')]
 
-def unclose(nb, k):
-    cell = next(c for c in nb['cells'] if source(c).startswith(f'<details><summary>Solution {k}</summary>'))
-    cell['source'] = source(cell).replace('</details>', '')
+def empty(nb, k):
+    heading, *rest = cells_of(nb, k)
+    nb['cells'] = [c for i, c in enumerate(nb['cells']) if i not in rest]
+
+def another_heading(nb, k):
+    nb['cells'].insert(cells_of(nb, k)[1], {'cell_type': 'markdown', 'metadata': {},
+                                            'source': '#### A note'})
 
 def visible_cell(nb, _):
-    nb['cells'].append({'cell_type': 'code', 'metadata': {}, 'source': 'print(42)', 'outputs': [], 'execution_count': None})
+    nb['cells'].append({'cell_type': 'code', 'metadata': {}, 'source': 'print(42)', 'outputs': [],
+                        'execution_count': None})
 
 def swap_order(nb, k):
+    cells, block = nb['cells'], cells_of(nb, k)
+    moved = [cells[i] for i in block]
+    nb['cells'] = [c for i, c in enumerate(cells) if i not in block] + moved
+
+def misplace_code(nb, k):
     cells = nb['cells']
-    a = next(i for i, c in enumerate(cells) if source(c).startswith(f'# Solution {k}'))
-    cells.append(cells.pop(a))
+    cells.insert(cells_of(nb, 1)[-1] + 1, cells.pop(cells_of(nb, k)[-1]))
 
 
 MUTATIONS = [
     (drop_solution, 3, 'exercise 3 has no solution'),
-    (unfold, 2, 'Solution 2 has metadata {}'),
+    (expand, 2, 'Solution 2 is not collapsed'),
+    (fold_code, 2, 'Solution 2 is folded on its own'),
     (add_extra, 9, 'Solution 9, but there is no exercise 9'),
     (drop_heading, None, 'no "### Solutions" markdown cell'),
-    (unclose, 1, 'Solution 1 does not end with </details>'),
+    (empty, 4, 'Solution 4 is an empty heading'),
+    (another_heading, 1, 'a heading among the solutions'),
     (visible_cell, None, 'a visible code cell among the solutions'),
     (swap_order, 1, 'comes after Solution'),
+    (misplace_code, 3, '"# Solution 3" under the heading of Solution 1'),
 ]
 
 

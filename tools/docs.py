@@ -27,6 +27,7 @@ notebooks into the course's parts by their number (`part_of`), so a new notebook
 import argparse
 import ast
 import functools
+import html
 import http.server
 import importlib
 import inspect
@@ -230,13 +231,14 @@ def docstring(obj):
     return doc.strip()
 
 
-def directive(kind, fullname, obj, doc, extra='', noindex=False):
-    "A MyST block for one documented object."
+def directive(kind, fullname, obj, doc, extra='', noindex=False, contents=True):
+    "A MyST block for one documented object (`contents=False`: not in the page's toc)."
     sig = signature(obj) if kind in ('class', 'function', 'method', 'staticmethod', 'classmethod') else ''
     if (kind in ('method', 'classmethod') and inspect.isfunction(obj)) or inspect.ismethod(obj):
         sig = re.sub(r'^\((?:self|cls)(?:, |(?=\)))', '(', sig)       # bound or not, shown as it is called
     if kind == 'class' and sig == '(*args, **kwargs)': sig = ''
     opts = [':no-index:'] if noindex else []
+    if not contents: opts.append(':no-contents-entry:')
     if kind in ('staticmethod', 'classmethod'): kind, opts = 'method', opts + [f':{kind}:']
     body = '\n\n'.join(x for x in (doc, extra) if x)
     fence = '````' if '```' in body else ':::'
@@ -283,6 +285,12 @@ class Linker:
         if stem in self.pages: return f'[`{text}`]({self.pages[stem]}.ipynb)'
         return None
 
+    def relink(self, link):
+        "A markdown link to a notebook (`[x](05_value.ipynb)`), pointed at its page."
+        m = re.match(r'^(\[[^\]\n]*\]\()(?:nbs/)?([\w.-]+?)\.ipynb(#[^)\s]*)?\)$', link)
+        if not (m and m.group(2) in self.pages): return link
+        return f'{m.group(1)}{self.pages[m.group(2)]}.ipynb{m.group(3) or ""})'
+
     def __call__(self, md):
         out = []
         for i, chunk in enumerate(re.split(r'(^(?:```|~~~)[\s\S]*?^(?:```|~~~)\s*$)', md, flags=re.M)):
@@ -291,6 +299,7 @@ class Linker:
             for j, piece in enumerate(pieces):
                 if j % 2 == 0:
                     piece = _re_backtick.sub(lambda m: self.link(m.group(1)) or m.group(0), piece)
+                elif piece.startswith('['): piece = self.relink(piece)
                 out.append(piece)
         return ''.join(out)
 
@@ -304,6 +313,35 @@ def alt_text(opts, code, where):
 
 
 def _text(x): return ''.join(x) if isinstance(x, list) else str(x)
+
+
+# A heading that JupyterLab shows collapsed (its cell metadata) folds every cell up to
+# the next heading of its level or higher: an exercise's solution, prose and code. On
+# the page, the same cells are one closed <details> whose summary is the heading.
+COLLAPSED = 'jp-MarkdownHeadingCollapsed'
+_re_heading = re.compile(r'^(#{1,6})[ \t]+(.*?)[ \t#]*$')
+
+
+def _outside_fences(md):
+    fence = None
+    for line in md.split('\n'):
+        if re.match(r'^\s*(```|~~~)', line): fence = None if fence else line.strip()[:3]
+        elif not fence: yield line
+
+
+def heading_level(md):
+    "The level of a markdown cell's highest heading (JupyterLab folds by it), or None."
+    levels = [len(m.group(1)) for l in _outside_fences(md)
+              if (m := _re_heading.match(l))]
+    return min(levels) if levels else None
+
+
+def fold_heading(md):
+    "A collapsed heading cell as (the heading's text, the rest of the cell)."
+    lines = md.split('\n')
+    i = next(i for i, l in enumerate(lines) if _re_heading.match(l))
+    rest = '\n'.join(lines[:i] + lines[i + 1:]).strip()
+    return _re_heading.match(lines[i]).group(2), rest
 
 
 class Page:
@@ -349,17 +387,31 @@ class Page:
         if self.description: head += f'{{.lead}}\n{linker(quarto_to_myst(self.description))}\n\n'
         head += f'{{download}}`Download this notebook ({self.rel.name}) <{download}>`'
         cells = [v4.new_markdown_cell(head)]
+        fold = None            # the level of the collapsed heading whose fold is open
         for cell in self.nb.cells:
             where = _where(self.path, cell.get('src_idx_'))
             if cell.get('fs_doc'):
                 full, obj, kind = cell['fs_doc']
                 first = full not in indexed
                 indexed.add(full)
-                cells.append(v4.new_markdown_cell(directive(kind, full, obj, linker(docstring(obj)), noindex=not first)))
+                # a lesson's contents list its sections, the reference page the names
+                entry = directive(kind, full, obj, linker(docstring(obj)),
+                                  noindex=not first, contents=False)
+                cells.append(v4.new_markdown_cell(entry))
                 continue
             src = cell.get('source')
             if src is None or cell.cell_type == 'raw': continue
             if cell.cell_type == 'markdown':
+                level = heading_level(src)
+                if fold and level and level <= fold:
+                    cells.append(v4.new_markdown_cell('</details>'))
+                    fold = None
+                if level and cell.metadata.get(COLLAPSED):  # folded in the lab too
+                    title, rest = fold_heading(src)
+                    summary = f'<summary>{html.escape(title)}</summary>'
+                    fold_open = f'<details class="fs-fold">\n{summary}'
+                    cells.append(v4.new_markdown_cell(fold_open))
+                    fold, src = level, rest
                 if src.strip() and not src.startswith('<!-- WARNING'):
                     md = v4.new_markdown_cell(linker(quarto_to_myst(src)))
                     if cell.get('attachments'): md['attachments'] = dict(cell.attachments)
@@ -382,6 +434,7 @@ class Page:
             c = v4.new_code_cell(code, metadata=meta)
             c.outputs = [nbformat.from_dict(o) for o in outputs]
             cells.append(c)
+        if fold: cells.append(v4.new_markdown_cell('</details>'))
         nb = v4.new_notebook(cells=cells)
         nb.metadata = {'kernelspec': {'name': 'python3', 'display_name': 'Python 3', 'language': 'python'},
                        'language_info': {'name': 'python'}}

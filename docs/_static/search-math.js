@@ -8,8 +8,36 @@
     .replace(/\\(?:mathrm|text|mathbf|operatorname|mathit)\{([^{}]*)\}/g, '$1')
     .replace(/\\(?:left|right|,|;|!|quad)/g, ' ')
     .replace(/\\([a-zA-Z]+)/g, '$1');
+  // Sphinx finds a section by its title only for a query at least half as long as the
+  // title: `retain_graph` missed "What retain_graph does not do". A title in which each
+  // word of the query starts a word is a hit too, linked to its section, shown first.
+  const escape = (w) => w.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const sections = (query) => {
+    const words = query.toLowerCase().split(/\s+/).map((w) => w.replace(/^"|"$/g, ''))
+      .filter((w) => w && !w.startsWith('-'));
+    const tests = words.map((w) => new RegExp('(^|[^\\w])' + escape(w), 'i'));
+    const index = Search._index, found = [];
+    if (!words.length || !index || !index.alltitles) return found;
+    for (const [title, places] of Object.entries(index.alltitles)) {
+      if (!tests.every((t) => t.test(title))) continue;
+      for (const [file, id] of places) {
+        const page = index.titles[file];
+        const score = Math.round(Scorer.title * words.join(' ').length / title.length);
+        found.push([index.docnames[file], page !== title ? `${page} > ${title}` : title,
+                    id ? '#' + id : '', null, score, index.filenames[file], 'title']);
+      }
+    }
+    return found.sort((a, b) => a[4] - b[4]);
+  };
   document.addEventListener('DOMContentLoaded', () => {
     if (typeof Search === 'undefined' || !Search.htmlToText) return;
+    const search = Search._performSearch;
+    if (search) Search._performSearch = (query, ...rest) => {
+      const results = search(query, ...rest);
+      const shown = new Set(results.map((r) => r[0] + r[2]));
+      const more = sections(query).filter((r) => !shown.has(r[0] + r[2]));
+      return [...results, ...more];       // the list is shown from its end: these first
+    };
     const toText = Search.htmlToText;
     Search.htmlToText = (html, anchor) => {
       const page = new DOMParser().parseFromString(html, 'text/html');
