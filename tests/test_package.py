@@ -121,3 +121,16 @@ def test_a_missing_compiler_skips_with_one_line_or_fails_under_ci(strict):
     else:
         assert r.returncode == 0 and ' passed' not in r.stdout.splitlines()[-1], r.stdout[-2000:]
         assert len(lines) == 1 and lines[0].startswith('SKIPPED ['), lines
+
+
+def test_notebook_code_fits_88_columns():
+    # the site's column and a laptop's lab show 88 characters of code (black's width) without a scroll
+    import nbformat
+    long = []
+    for path in sorted((ROOT / 'nbs').glob('*.ipynb')):
+        for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            if cell.cell_type != 'code': continue
+            long += [f'{path.name} cell {i}: {line[:60]}...' for line in cell.source.splitlines()
+                     if len(line) > 88 and not line.startswith('#|')]      # a directive is one line
+    assert not long, f'{len(long)} code lines over 88 characters (python tools/wrap.py wraps most):\n' + \
+        '\n'.join(long[:20])

@@ -2,6 +2,7 @@
 floor_divide, clamp with tensor bounds, ...), dtypes and the default dtype, `Size`, `Tensor.type`, the legacy
 `Tensor(...)` constructor, factories, linear-algebra products, 0-d results and printing."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ import torch
 
 import fromscratch as fs
 from fromscratch.core import Tensor, default_generator
+from fromscratch.testing import check_close
 from engines import check_both, check_second, check_numeric, assert_same_value, dtype_name
 
 DTYPES = [np.float64, np.float32]
@@ -789,7 +791,11 @@ def test_node_names_like_torch(k):
     x, tx = fs.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True), torch.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     ours, theirs = GRAD_FNS[k](x), GRAD_FNS[k](tx)
     assert ours.grad_fn.name() == theirs.grad_fn.name()
-    assert repr(ours) == repr(theirs).replace('torch.', 'fromscratch.')
+    # names exactly; values with a tolerance: a float32 result's last printed digit can differ between
+    # CPUs (torch's vectorised expm1 rounds differently on one without AVX-512)
+    digits = re.compile(r'(?<![\w.])-?\d+\.\d*(?:e[+-]?\d+)?')
+    assert digits.sub('#', repr(ours)) == digits.sub('#', repr(theirs).replace('torch.', 'fromscratch.'))
+    check_close(ours, theirs, rtol=1e-6, atol=0)
 
 
 def test_custom_functions_keep_their_class_name_like_torch():
