@@ -17,52 +17,83 @@ import numpy as np
 
 # %% ../nbs/06_tensor.ipynb
 def one_value(t):
-    "The one value of `t`, for `float(t)` and `int(t)`: PyTorch refuses a tensor of several elements."
-    if t.array.size != 1: raise ValueError("only one element tensors can be converted to Python scalars")
+    """The one value of `t`, for `float(t)` and `int(t)`: PyTorch refuses a tensor of
+    several elements."""
+    if t.array.size != 1:
+        raise ValueError("only one element tensors can be converted to Python scalars")
     return t.array.item()
 
 class Storage:
-    "A numpy array (`array`) with PyTorch's names for reading it: `shape`, `dtype`, `size()`, `item()`, printing."
+    """A numpy array (`array`) with PyTorch's names for reading it: `shape`, `dtype`,
+    `size()`, `item()`, printing."""
     __slots__ = ('array',)
     shape = property(lambda self: Size(self.array.shape))
     ndim = property(lambda self: self.array.ndim)
     dtype = property(lambda self: self.array.dtype)
-    def size(self, dim=None): return Size(self.array.shape) if dim is None else self.array.shape[dim]
+    def size(self, dim=None):
+        return Size(self.array.shape) if dim is None else self.array.shape[dim]
     def dim(self): return self.array.ndim
     def numel(self): return self.array.size
     def __len__(self): return len(self.array)
     def tolist(self): return self.array.tolist()
     def item(self):
         "The one value of a one-element tensor, as a Python number."
-        if self.array.size != 1: raise RuntimeError(f"a Tensor with {self.array.size} elements cannot be converted to Scalar")
+        if self.array.size != 1:
+            raise RuntimeError(
+                f"a Tensor with {self.array.size} elements cannot be converted to"
+                " Scalar"
+            )
         return self.array.item()
     def __float__(self): return builtins.float(one_value(self))
     def __int__(self): return builtins.int(one_value(self))
     def __index__(self):
         if self.array.size != 1 or self.array.dtype.kind not in 'biu':
-            raise TypeError("only integer tensors of a single element can be converted to an index")
+            raise TypeError(
+                "only integer tensors of a single element can be converted to an index"
+            )
         return self.array.item().__index__()
     def __bool__(self):
-        if self.array.size != 1: raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        if self.array.size != 1:
+            raise RuntimeError(
+                "Boolean value of Tensor with more than one value is ambiguous"
+            )
         return builtins.bool(self.array.item())
     def history(self): return []
-    def __repr__(self):   # PyTorch's layout: its element format, the dtype if not a default one, then the history
+    def __repr__(
+        self,
+    # PyTorch's layout: its element format, the dtype if not a default one, then the
+    # history
+    ):
         a = self.array
-        body = np.array2string(a, separator=', ', prefix='tensor(', formatter={'all': element_format(a)})
-        extra = [] if a.dtype in (defaults.dtype, int64, bool) else [f'dtype=fromscratch.{a.dtype}']
-        if a.size == 0 and a.shape != (0,): extra.insert(0, f'size={tuple(a.shape)}')
+        body = np.array2string(
+            a, separator=', ', prefix='tensor(', formatter={'all': element_format(a)}
+        )
+        extra = (
+            []
+            if a.dtype in (defaults.dtype, int64, bool)
+            else [f'dtype=fromscratch.{a.dtype}']
+        )
+        if a.size == 0 and a.shape != (0,):
+            extra.insert(0, f'size={tuple(a.shape)}')
         return with_suffixes('tensor(' + body, extra + self.history())
 
 # %% ../nbs/06_tensor.ipynb
 class Size(tuple):
-    "A tensor's shape: a tuple of ints that prints as `fromscratch.Size([2, 3])`, like `torch.Size`."
+    """A tensor's shape: a tuple of ints that prints as `fromscratch.Size([2, 3])`, like
+    `torch.Size`."""
     def __repr__(self): return f'fromscratch.Size({list(self)})'
     def numel(self): return math.prod(self)
-    def __getitem__(self, i): return Size(tuple.__getitem__(self, i)) if isinstance(i, slice) else tuple.__getitem__(self, i)
+    def __getitem__(self, i):
+        return (
+            Size(tuple.__getitem__(self, i))
+            if isinstance(i, slice)
+            else tuple.__getitem__(self, i)
+        )
     def __add__(self, other): return Size(tuple.__add__(self, other))
 
 def printed_values(a):
-    "The elements of `a` that get printed: all of them, or the first and last three along each axis of a big array."
+    """The elements of `a` that get printed: all of them, or the first and last three
+    along each axis of a big array."""
     if a.size > 1000:
         for d, n in enumerate(a.shape):
             if n > 6: a = np.take(a, [0, 1, 2, n - 3, n - 2, n - 1], axis=d)
@@ -70,87 +101,152 @@ def printed_values(a):
 
 # %% ../nbs/06_tensor.ipynb
 def element_format(a):
-    "A function printing one element of `a` as PyTorch does: one width for all; floats as 1.5000, 2. or 1.0000e+10."
+    """A function printing one element of `a` as PyTorch does: one width for all; floats
+    as 1.5000, 2. or 1.0000e+10."""
     v = printed_values(a)
     if a.dtype.kind != 'f':
         width = builtins.max([len(str(x)) for x in v], default=1)
         return lambda x: str(x).rjust(width)
     finite = v[np.isfinite(v) & (v != 0)].astype(np.float64)
     whole, big = np.all(finite == np.ceil(finite)), np.abs(finite)
-    spread = big.size > 0 and (big.max() / big.min() > 1000 or big.max() > 1e8 or (not whole and big.min() < 1e-4))
+    spread = big.size > 0 and (
+        big.max() / big.min() > 1000
+        or big.max() > 1e8
+        or (not whole and big.min() < 1e-4)
+    )
     spec = '.4e' if spread else '.0f' if whole else '.4f'
     text = lambda x: f'{x:{spec}}' + ('.' if spec == '.0f' and np.isfinite(x) else '')
     width = builtins.max([len(text(x)) for x in finite], default=1)
     return lambda x: text(x).rjust(width)
 
 def with_suffixes(text, suffixes, width=80):
-    "`text`, then `, suffix` for each suffix (a suffix that would pass column `width` on a new line), then `)`."
-    line = len(text) - text.rfind('\n') + 1      # PyTorch's count for the last line's length
+    """`text`, then `, suffix` for each suffix (a suffix that would pass column `width`
+    on a new line), then `)`."""
+    line = (
+        len(text) - text.rfind('\n') + 1
+    )  # PyTorch's count for the last line's length
     for s in suffixes:
-        if line + len(s) + 2 > width: text, line = text + ',\n' + ' ' * len('tensor(') + s, len('tensor(') + len(s)
-        else: text, line = text + ', ' + s, line + len(s) + 2
+        if line + len(s) + 2 > width:
+            text, line = text + ',\n' + ' ' * len('tensor(') + s, len('tensor(') + len(
+                s
+            )
+        else:
+            text, line = text + ', ' + s, line + len(s) + 2
     return text + ')'
 
 # %% ../nbs/06_tensor.ipynb
 def check_requires_grad(t, flag):
     "Raise PyTorch's error if `requires_grad` cannot be set to `flag` on `t`."
     if t.grad_fn is not None and not flag:
-        raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use a "
-                           "computed variable in a subgraph that doesn't require differentiation use "
-                           "var_no_grad = var.detach().")
+        raise RuntimeError(
+            "you can only change requires_grad flags of leaf variables. If you want to"
+            " use a computed variable in a subgraph that doesn't require"
+            " differentiation use var_no_grad = var.detach()."
+        )
     if flag and t.array.dtype.kind not in 'fc':
-        raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients "
-                           f"(this one is {t.array.dtype}; convert it with .float() first)")
+        raise RuntimeError(
+            "Only Tensors of floating point and complex dtype can require gradients "
+            f"(this one is {t.array.dtype}; convert it with .float() first)"
+        )
 
 def check_grad(t, grad):
-    "Raise PyTorch's error if `grad` cannot be `t`'s gradient: a tensor of `t`'s dtype and shape (or None)."
+    """Raise PyTorch's error if `grad` cannot be `t`'s gradient: a tensor of `t`'s dtype
+    and shape (or None)."""
     if grad is None: return
-    if not isinstance(grad, Tensor): raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(grad).__name__}")
+    if not isinstance(grad, Tensor):
+        raise TypeError(
+            "assigned grad expected to be a Tensor or None but got grad of type"
+            f" {type(grad).__name__}"
+        )
     if grad.array.dtype != t.array.dtype:
-        raise RuntimeError(f"attempting to assign a gradient with dtype '{grad.array.dtype}' to a tensor with dtype "
-                           f"'{t.array.dtype}'. Please ensure that the gradient and the tensor have the same dtype")
+        raise RuntimeError(
+            f"attempting to assign a gradient with dtype '{grad.array.dtype}' to a"
+            f" tensor with dtype '{t.array.dtype}'. Please ensure that the gradient and"
+            " the tensor have the same dtype"
+        )
     if grad.array.shape != t.array.shape:
-        raise RuntimeError(f"attempting to assign a gradient of size '{list(grad.shape)}' to a tensor of size "
-                           f"'{list(t.array.shape)}'. Please ensure that the gradient and the tensor are the same size")
+        raise RuntimeError(
+            f"attempting to assign a gradient of size '{list(grad.shape)}' to a tensor"
+            f" of size '{list(t.array.shape)}'. Please ensure that the gradient and the"
+            " tensor are the same size"
+        )
 
 # %% ../nbs/06_tensor.ipynb
 class VersionCounter:
-    "How many times a tensor's memory was changed in place; views share their base's counter."
+    """How many times a tensor's memory was changed in place; views share their base's
+    counter."""
     __slots__ = ('value',)
     def __init__(self): self.value = 0
     def bump(self): self.value += 1
 
-_NONLEAF_GRAD = ("The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
-                 "attribute won't be populated during autograd.backward(). If you indeed want the .grad field "
-                 "to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you "
-                 "access the non-leaf Tensor by mistake, make sure you access the leaf Tensor instead.")
+_NONLEAF_GRAD = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its"
+    " .grad attribute won't be populated during autograd.backward(). If you indeed want"
+    " the .grad field to be populated for a non-leaf Tensor, use .retain_grad() on the"
+    " non-leaf Tensor. If you access the non-leaf Tensor by mistake, make sure you"
+    " access the leaf Tensor instead."
+)
 
 # %% ../nbs/06_tensor.ipynb
 class Tensor(Storage):
     "A numpy array with autograd: `requires_grad`, `grad`, `grad_fn` and `backward()`."
-    __slots__ = ('grad_fn', '_requires_grad', '_output_nr', '_grad', '_version_counter', '_hooks', '_retains_grad',
-                 '_accumulator', '_view', '_fw_grad', '__weakref__')
-    __array_ufunc__ = None       # numpy defers to our operators: `np.float32(2) * t` calls `t.__rmul__`
-    __hash__ = object.__hash__   # hashable by identity, though `==` compares elementwise
+    __slots__ = (
+        'grad_fn',
+        '_requires_grad',
+        '_output_nr',
+        '_grad',
+        '_version_counter',
+        '_hooks',
+        '_retains_grad',
+        '_accumulator',
+        '_view',
+        '_fw_grad',
+        '__weakref__',
+    )
+    __array_ufunc__ = (
+        None  # numpy defers to our operators: `np.float32(2) * t` calls `t.__rmul__`
+    )
+    __hash__ = object.__hash__  # hashable by identity, though `==` compares elementwise
 
     def __init__(self, array=(), requires_grad=False, *sizes):
-        if type(array) is not _ndarray: array, requires_grad = tensor_data(array, requires_grad, sizes)
-        self.array, self.grad_fn, self._requires_grad, self._output_nr, self._grad = array, None, False, 0, None
-        self._version_counter = self._hooks = self._accumulator = self._view = self._fw_grad = None   # _fw_grad: notebook 14
+        if type(array) is not _ndarray:
+            array, requires_grad = tensor_data(array, requires_grad, sizes)
+        self.array, self.grad_fn, self._requires_grad, self._output_nr, self._grad = (
+            array,
+            None,
+            False,
+            0,
+            None,
+        )
+        self._version_counter = self._hooks = self._accumulator = self._view = (
+            self._fw_grad
+        ) = None  # _fw_grad: notebook 14
         self._retains_grad = False
         if requires_grad: self.requires_grad = True
 
     is_leaf = property(lambda self: self.grad_fn is None)
     retains_grad = property(lambda self: self._retains_grad)
-    def history(self): return [f'grad_fn={self.grad_fn!r}'] if self.grad_fn else ['requires_grad=True'] if self._requires_grad else []
+    def history(self):
+        return (
+            [f'grad_fn={self.grad_fn!r}']
+            if self.grad_fn
+            else ['requires_grad=True'] if self._requires_grad else []
+        )
 
     @property
     def requires_grad(self):
-        if self._view is not None: self._view.refresh(self)   # a stale view takes its base's history first (07a)
+        if self._view is not None:
+            self._view.refresh(
+                self
+            )  # a stale view takes its base's history first (07a)
         return self._requires_grad
     @requires_grad.setter
-    def requires_grad(self, flag): check_requires_grad(self, flag); self._requires_grad = builtins.bool(flag)
-    def requires_grad_(self, requires_grad=True): self.requires_grad = requires_grad; return self
+    def requires_grad(self, flag):
+        check_requires_grad(self, flag)
+        self._requires_grad = builtins.bool(flag)
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
+        return self
 
     @property
     def grad(self):
@@ -166,26 +262,61 @@ class Tensor(Storage):
         return self._version_counter
     _version = property(lambda self: self.version_counter.value)
 
-    def detach(self): out = Tensor(self.array); out._version_counter = self.version_counter; return out
+    def detach(self):
+        out = Tensor(self.array)
+        out._version_counter = self.version_counter
+        return out
     def detach_(self): self.grad_fn, self._requires_grad = None, False; return self
     def numpy(self):
-        if self._requires_grad: raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        if self._requires_grad:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use"
+                " tensor.detach().numpy() instead."
+            )
         return self.array
-    data = property(lambda self: Tensor(self.array), lambda self, value: setattr(self, 'array', value.array if isinstance(value, Tensor) else np.asarray(value)))
+    data = property(
+        lambda self: Tensor(self.array),
+        lambda self, value: setattr(
+            self,
+            'array',
+            value.array if isinstance(value, Tensor) else np.asarray(value),
+        ),
+    )
 
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        "Compute the gradient of this tensor with respect to the graph's leaves (or `inputs`), into their `.grad`."
-        backward((self,), None if gradient is None else (gradient,), retain_graph, create_graph, inputs)
+    def backward(
+        self, gradient=None, retain_graph=None, create_graph=False, inputs=None
+    ):
+        """Compute the gradient of this tensor with respect to the graph's leaves (or
+        `inputs`), into their `.grad`."""
+        backward(
+            (self,),
+            None if gradient is None else (gradient,),
+            retain_graph,
+            create_graph,
+            inputs,
+        )
 
 # %% ../nbs/06_tensor.ipynb
-float32, float64, float16 = np.dtype('float32'), np.dtype('float64'), np.dtype('float16')
-int64, int32, int16, int8, uint8 = (np.dtype(t) for t in ('int64', 'int32', 'int16', 'int8', 'uint8'))
-bool = np.dtype('bool')  # shadows the builtin on purpose, like torch.bool; use builtins.bool inside
+float32, float64, float16 = (
+    np.dtype('float32'),
+    np.dtype('float64'),
+    np.dtype('float16'),
+)
+int64, int32, int16, int8, uint8 = (
+    np.dtype(t) for t in ('int64', 'int32', 'int16', 'int8', 'uint8')
+)
+bool = np.dtype(
+    'bool'
+)  # shadows the builtin on purpose, like torch.bool; use builtins.bool inside
 long, double, half, short = int64, float64, float16, int16
-float, int = float32, int32   # torch.float and torch.int: these shadow Python's too (builtins.float inside)
+float, int = (
+    float32,
+    int32,
+)  # torch.float and torch.int: these shadow Python's too (builtins.float inside)
 
 class Defaults:
-    "PyTorch's default dtype, the one Python floats and float factories give: float32 unless `set_default_dtype` says otherwise."
+    """PyTorch's default dtype, the one Python floats and float factories give: float32
+    unless `set_default_dtype` says otherwise."""
     __slots__ = ('dtype',)
     def __init__(self): self.dtype = float32
 
@@ -193,53 +324,88 @@ defaults = Defaults()
 
 # %% ../nbs/06_tensor.ipynb
 def default_dtype(data):
-    "The dtype PyTorch gives to data: a numpy array's or numpy number's own; for Python data bool, int64, or the default float."
+    """The dtype PyTorch gives to data: a numpy array's or numpy number's own; for
+    Python data bool, int64, or the default float."""
     if isinstance(data, (np.ndarray, np.generic)): return data.dtype
     first = data
     while isinstance(first, (list, tuple)) and first: first = first[0]
-    if isinstance(first, np.generic): return np.asarray(data).dtype   # a list of numpy numbers keeps their dtype
+    if isinstance(first, np.generic):
+        return np.asarray(data).dtype  # a list of numpy numbers keeps their dtype
     a = np.asarray(data)
     if a.dtype.kind in 'OSU': raise not_numbers(data, a)
     kind = a.dtype.kind
-    return bool if kind == 'b' else int64 if kind in 'iu' else defaults.dtype if kind == 'f' else a.dtype
+    return (
+        bool
+        if kind == 'b'
+        else int64 if kind in 'iu' else defaults.dtype if kind == 'f' else a.dtype
+    )
 
 def tensor(data, dtype=None, device=None, requires_grad=False):
-    "A new leaf tensor holding a copy of `data` (a number, nested list, numpy array or Tensor)."
+    """A new leaf tensor holding a copy of `data` (a number, nested list, numpy array or
+    Tensor)."""
     if device is not None: check_device(device)
-    if isinstance(data, Tensor): data = data.array
-    elif isinstance(data, (list, tuple)) and np.asarray(data).dtype.kind == 'O': data = values_of(data)
-    return Tensor(np.array(data, dtype=dtype or default_dtype(data)), requires_grad=requires_grad)
+    if isinstance(data, Tensor):
+        data = data.array
+    elif isinstance(data, (list, tuple)) and np.asarray(data).dtype.kind == 'O':
+        data = values_of(data)
+    return Tensor(
+        np.array(data, dtype=dtype or default_dtype(data)), requires_grad=requires_grad
+    )
 
 # %% ../nbs/06_tensor.ipynb
-_ndarray = np.ndarray   # looked up by every `Tensor(...)`: a module global is the cheapest check
+_ndarray = (
+    np.ndarray
+)  # looked up by every `Tensor(...)`: a module global is the cheapest check
 
 def tensor_data(data, requires_grad, sizes):
-    "What `Tensor(data, ...)` holds when `data` is no ndarray: a 0-d array for a numpy number, else `torch.Tensor`'s result."
-    if isinstance(data, (np.ndarray, np.generic)): return np.asarray(data), requires_grad   # an ndarray subclass too
+    """What `Tensor(data, ...)` holds when `data` is no ndarray: a 0-d array for a numpy
+    number, else `torch.Tensor`'s result."""
+    if isinstance(data, (np.ndarray, np.generic)):
+        return np.asarray(data), requires_grad  # an ndarray subclass too
     if isinstance(data, Tensor): return data.array, requires_grad
-    if isinstance(data, Size) or (isinstance(data, builtins.int) and not isinstance(data, builtins.bool)):
-        if not isinstance(data, Size) and type(requires_grad) is builtins.int: sizes, requires_grad = (requires_grad,) + sizes, False
-        return np.empty((tuple(data) if isinstance(data, Size) else (data,)) + sizes, defaults.dtype), requires_grad
-    if not isinstance(data, (list, tuple)): raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
+    if isinstance(data, Size) or (
+        isinstance(data, builtins.int) and not isinstance(data, builtins.bool)
+    ):
+        if not isinstance(data, Size) and type(requires_grad) is builtins.int:
+            sizes, requires_grad = (requires_grad,) + sizes, False
+        return (
+            np.empty(
+                (tuple(data) if isinstance(data, Size) else (data,)) + sizes,
+                defaults.dtype,
+            ),
+            requires_grad,
+        )
+    if not isinstance(data, (list, tuple)):
+        raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
     return np.array(data, dtype=defaults.dtype), requires_grad
 
 # %% ../nbs/06_tensor.ipynb
 def values_of(data):
-    "Nested lists with their one-element tensors replaced by their values, as PyTorch allows (`tensor([t1, t2])`)."
+    """Nested lists with their one-element tensors replaced by their values, as PyTorch
+    allows (`tensor([t1, t2])`)."""
     if isinstance(data, Storage): return one_value(data)
     return [values_of(d) for d in data] if isinstance(data, (list, tuple)) else data
 
 def not_numbers(data, a):
-    "PyTorch's error for `tensor(data)` when `data` (as the array `a`) holds strings or other objects."
+    """PyTorch's error for `tensor(data)` when `data` (as the array `a`) holds strings
+    or other objects."""
     if a.dtype.kind in 'SU':
-        if a.ndim == 0: return TypeError(f"new(): invalid data type '{type(data).__name__}'")
-        return ValueError(f"too many dimensions '{'str' if a.dtype.kind == 'U' else 'bytes'}'")
-    odd = next(v for v in a.flat if not isinstance(v, (builtins.int, builtins.float, complex, np.number)))
+        if a.ndim == 0:
+            return TypeError(f"new(): invalid data type '{type(data).__name__}'")
+        return ValueError(
+            f"too many dimensions '{'str' if a.dtype.kind == 'U' else 'bytes'}'"
+        )
+    odd = next(
+        v
+        for v in a.flat
+        if not isinstance(v, (builtins.int, builtins.float, complex, np.number))
+    )
     return RuntimeError(f"Could not infer dtype of {type(odd).__name__}")
 
 # %% ../nbs/06_tensor.ipynb
 class GradMode:
-    "Whether operations are recorded for autograd; `switch(mode)` is a context manager that restores it after."
+    """Whether operations are recorded for autograd; `switch(mode)` is a context manager
+    that restores it after."""
     __slots__ = ('enabled',)
     def __init__(self): self.enabled = True
     def switch(self, mode): return _Switch(self, mode)
@@ -247,7 +413,8 @@ class GradMode:
 class _Switch:
     __slots__ = ('mode', 'owner', 'previous')
     def __init__(self, owner, mode): self.owner, self.mode = owner, builtins.bool(mode)
-    def __enter__(self): self.previous, self.owner.enabled = self.owner.enabled, self.mode
+    def __enter__(self):
+        self.previous, self.owner.enabled = self.owner.enabled, self.mode
     def __exit__(self, *exc): self.owner.enabled = self.previous
 
 grad_mode = GradMode()
@@ -257,53 +424,105 @@ def is_grad_enabled():
     return grad_mode.enabled
 
 # %% ../nbs/06_tensor.ipynb
-_FREED = ("Trying to backward through the graph a second time (or directly access saved tensors after they "
-          "have already been freed). Saved intermediate values of the graph are freed when you call "
-          ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
-          "graph a second time or if you need to access saved tensors after calling backward.")
+_FREED = (
+    "Trying to backward through the graph a second time (or directly access saved"
+    " tensors after they have already been freed). Saved intermediate values of the"
+    " graph are freed when you call .backward() or autograd.grad(). Specify"
+    " retain_graph=True if you need to backward through the graph a second time or if"
+    " you need to access saved tensors after calling backward."
+)
 
-def version_of(t): return t._version_counter.value if t._version_counter else 0   # a counter made later starts at 0
+def version_of(t):
+    return (
+        t._version_counter.value if t._version_counter else 0
+    )  # a counter made later starts at 0
 
 def check_saved(ctx):
-    "Raise PyTorch's error if `ctx`'s saved tensors were freed, or one was changed in place after it was saved."
+    """Raise PyTorch's error if `ctx`'s saved tensors were freed, or one was changed in
+    place after it was saved."""
     if ctx.freed: raise RuntimeError(_FREED)
     for i, (t, v) in enumerate(zip(ctx.to_save, ctx.saved_versions)):
         if v is not None and version_of(t) != v:
             raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an inplace operation: "
-                f"[{t.array.dtype} tensor of shape {list(t.shape)}], saved by {ctx.name()} at index {i}, is at version "
-                f"{version_of(t)}; expected version {v} instead. Compute the in-place change on a copy "
-                "(`x = x + ...` instead of `x += ...`), or after the backward.")
+                "one of the variables needed for gradient computation has been"
+                f" modified by an inplace operation: [{t.array.dtype} tensor of shape"
+                f" {list(t.shape)}], saved by {ctx.name()} at index {i}, is at version"
+                f" {version_of(t)}; expected version {v} instead. Compute the in-place"
+                " change on a copy (`x = x + ...` instead of `x += ...`), or after the"
+                " backward."
+            )
 
 # %% ../nbs/06_tensor.ipynb
-NODE_NAMES = {}   # PyTorch's names for the nodes of the library's own ops: 'AddBackward0' (a custom Function's: 'MyFnBackward')
+NODE_NAMES = (
+    {}
+# PyTorch's names for the nodes of the library's own ops: 'AddBackward0' (a custom
+# Function's: 'MyFnBackward')
+)
 
 class Context:
-    "A node of the graph: what a `Function`'s `forward` saved for its `backward`, and the edges to its inputs."
-    __slots__ = ('function', 'needs_input_grad', 'edges', 'input_meta', 'output_meta', 'to_save', 'saved_versions',
-                 'freed', 'non_differentiable', 'pre_hooks', 'post_hooks', 'arrays', '__dict__', '__weakref__')
-    materialize_grads = True   # a missing output gradient reaches `backward` as zeros (notebook 08: or as None)
+    """A node of the graph: what a `Function`'s `forward` saved for its `backward`, and
+    the edges to its inputs."""
+    __slots__ = (
+        'function',
+        'needs_input_grad',
+        'edges',
+        'input_meta',
+        'output_meta',
+        'to_save',
+        'saved_versions',
+        'freed',
+        'non_differentiable',
+        'pre_hooks',
+        'post_hooks',
+        'arrays',
+        '__dict__',
+        '__weakref__',
+    )
+    # a missing output gradient reaches `backward` as zeros (notebook 08: or as None)
+    materialize_grads = True
     def __init__(self, function, needs_input_grad):
         self.function, self.needs_input_grad = function, needs_input_grad
-        self.to_save, self.non_differentiable, self.freed, self.pre_hooks, self.post_hooks = (), (), False, None, None
-        self.arrays = False   # True while its backward runs on numpy arrays (see `call_backward`)
+        (
+            self.to_save,
+            self.non_differentiable,
+            self.freed,
+            self.pre_hooks,
+            self.post_hooks,
+        ) = ((), (), False, None, None)
+        self.arrays = (
+            False  # True while its backward runs on numpy arrays (see `call_backward`)
+        )
 
     def save_for_backward(self, *tensors):
-        "Keep `tensors` (and their versions) for the backward; they come back as `saved_tensors`."
+        """Keep `tensors` (and their versions) for the backward; they come back as
+        `saved_tensors`."""
         self.to_save = tensors
-        self.saved_versions = tuple([version_of(t) if isinstance(t, Tensor) else None for t in tensors])
+        self.saved_versions = tuple(
+            [version_of(t) if isinstance(t, Tensor) else None for t in tensors]
+        )
 
     @property
     def saved_tensors(self):
         check_saved(self)
-        return tuple([t.array if isinstance(t, Tensor) else t for t in self.to_save]) if self.arrays else self.to_save
+        return (
+            tuple([t.array if isinstance(t, Tensor) else t for t in self.to_save])
+            if self.arrays
+            else self.to_save
+        )
 
-    def input_shape(self, i): return self.input_meta[i][0]   # the shape the gradient of input i must have
+    def input_shape(self, i):
+        return self.input_meta[i][0]  # the shape the gradient of input i must have
     def mark_non_differentiable(self, *tensors): self.non_differentiable = tensors
-    def name(self): return NODE_NAMES.get(self.function) or f'{self.function.__name__}Backward'
+    def name(self):
+        return NODE_NAMES.get(self.function) or f'{self.function.__name__}Backward'
     def __repr__(self): return f'<{self.name()}>'
-    next_functions = property(lambda self: tuple(e for e, m in zip(self.edges, self.input_meta) if m is not None))
-    def release(self): self.to_save, self.freed = (), True   # after a backward without `retain_graph`
+    next_functions = property(
+        lambda self: tuple(
+            e for e, m in zip(self.edges, self.input_meta) if m is not None
+        )
+    )
+    def release(self):
+        self.to_save, self.freed = (), True  # after a backward without `retain_graph`
 
 # %% ../nbs/06_tensor.ipynb
 class AccumulateGrad:
@@ -318,24 +537,39 @@ class AccumulateGrad:
 
 # %% ../nbs/06_tensor.ipynb
 class Function:
-    "An operation with a `forward` and a `backward`; `apply` runs it and records it in the graph."
-    array_backward = False   # True: `backward` also runs on plain numpy arrays (see `call_backward`)
+    """An operation with a `forward` and a `backward`; `apply` runs it and records it in
+    the graph."""
+    array_backward = (
+        False  # True: `backward` also runs on plain numpy arrays (see `call_backward`)
+    )
     @staticmethod
-    def forward(ctx, *args): raise NotImplementedError('a Function must implement forward(ctx, *args)')
+    def forward(ctx, *args):
+        raise NotImplementedError('a Function must implement forward(ctx, *args)')
     @staticmethod
-    def backward(ctx, *grad_outputs): raise NotImplementedError('a Function must implement backward(ctx, *grads)')
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError('a Function must implement backward(ctx, *grads)')
 
     @staticmethod
-    def jvp(ctx, *tangents): raise NotImplementedError(f"Trying to use forward AD with {ctx.function.__name__} that does "
-                                                      "not support it because it has not been implemented yet.")
+    def jvp(ctx, *tangents):
+        raise NotImplementedError(
+            f"Trying to use forward AD with {ctx.function.__name__} that does "
+            "not support it because it has not been implemented yet."
+        )
 
     @classmethod
     def apply(cls, *args):
-        "Run `forward` on `args`, with recording off; if any input requires grad, record a node for `backward`."
-        if forward_mode.level is not None: return forward_mode.apply_dual(cls, args)   # tangents too (notebook 14)
-        if not grad_mode.enabled: return cls.forward(UNRECORDED.get((cls, len(args))) or unrecorded(cls, len(args)), *args)
+        """Run `forward` on `args`, with recording off; if any input requires grad,
+        record a node for `backward`."""
+        if forward_mode.level is not None:
+            return forward_mode.apply_dual(cls, args)  # tangents too (notebook 14)
+        if not grad_mode.enabled:
+            return cls.forward(
+                UNRECORDED.get((cls, len(args))) or unrecorded(cls, len(args)), *args
+            )
         needs = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
-        if True not in needs and stale_views_need_grad(args):    # a stale view took its base's history again
+        if True not in needs and stale_views_need_grad(
+            args
+        ):  # a stale view took its base's history again
             needs = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
         ctx = Context(cls, needs) if True in needs else unrecorded(cls, len(args))
         grad_mode.enabled = False       # the forward's own arithmetic is not recorded
@@ -344,34 +578,40 @@ class Function:
         return connect(ctx, args, outputs) if True in needs else outputs
 
 class Unrecorded:
-    "The context a `forward` gets when nothing is recorded: it saves nothing and no input needs a gradient."
+    """The context a `forward` gets when nothing is recorded: it saves nothing and no
+    input needs a gradient."""
     __slots__ = ('function', 'needs_input_grad', '__dict__')
-    def __init__(self, function, n): self.function, self.needs_input_grad = function, (False,) * n
+    def __init__(self, function, n):
+        self.function, self.needs_input_grad = function, (False,) * n
     def save_for_backward(self, *tensors): pass
     def mark_non_differentiable(self, *tensors): pass
 
 UNRECORDED = {}
 
 class ForwardMode:
-    "The transform that intercepts `Function.apply`, if any (a dual level, notebook 14; a vmap level, 15) and its `apply`."
+    """The transform that intercepts `Function.apply`, if any (a dual level, notebook
+    14; a vmap level, 15) and its `apply`."""
     __slots__ = ('level', 'apply_dual')
     def __init__(self): self.level = self.apply_dual = None
 
 forward_mode = ForwardMode()
 
 def linear_jvp(ctx, tangent, *others):
-    "The forward-mode rule of an op linear in its first input: the op itself, run on the tangent (`ctx.args`: the forward's arguments)."
+    """The forward-mode rule of an op linear in its first input: the op itself, run on
+    the tangent (`ctx.args`: the forward's arguments)."""
     return ctx.function.apply(tangent, *ctx.args[1:])
 
 def unrecorded(function, n):
-    "The `Unrecorded` context of `function` with `n` inputs, made once and reused (what a forward notes on it is never read)."
+    """The `Unrecorded` context of `function` with `n` inputs, made once and reused
+    (what a forward notes on it is never read)."""
     ctx = UNRECORDED.get((function, n))
     if ctx is None: ctx = UNRECORDED[(function, n)] = Unrecorded(function, n)
     return ctx
 
 # %% ../nbs/06_tensor.ipynb
 def edge(t):
-    "The `(node, output_index)` pair that a gradient for `t` is sent to: its `grad_fn`, or its leaf's `AccumulateGrad`."
+    """The `(node, output_index)` pair that a gradient for `t` is sent to: its
+    `grad_fn`, or its leaf's `AccumulateGrad`."""
     if t._view is not None: t._view.refresh(t)
     if t.grad_fn is not None: return (t.grad_fn, t._output_nr)
     acc = t._accumulator() if t._accumulator is not None else None
@@ -381,16 +621,21 @@ def edge(t):
     return (acc, 0)
 
 def stale_views_need_grad(args):
-    "Give the stale views among `args` their base's history again (07a); whether one of them requires grad now."
+    """Give the stale views among `args` their base's history again (07a); whether one
+    of them requires grad now."""
     found = False
     for a in args:
-        if isinstance(a, Tensor) and a._view is not None and a._view.refresh(a): found = found or a._requires_grad
+        if isinstance(a, Tensor) and a._view is not None and a._view.refresh(a):
+            found = found or a._requires_grad
     return found
 
 def connect(ctx, args, outputs):
-    "Attach the node `ctx` to `outputs`, and the edges of the `args` that require grad to the node."
+    """Attach the node `ctx` to `outputs`, and the edges of the `args` that require grad
+    to the node."""
     edges, meta = [], []
-    for a, n in zip(args, ctx.needs_input_grad):           # one pass over the inputs: edges and what to check against
+    for a, n in zip(
+        args, ctx.needs_input_grad
+    ):  # one pass over the inputs: edges and what to check against
         edges.append(edge(a) if n else (None, 0))
         meta.append((a.array.shape, a.array.dtype) if isinstance(a, Tensor) else None)
     ctx.edges, ctx.input_meta = tuple(edges), tuple(meta)
@@ -399,8 +644,11 @@ def connect(ctx, args, outputs):
     skip = ctx.non_differentiable
     for i, o in enumerate(outs):
         for a in args:
-            if o is a: o = outs[i] = o.detach(); break               # an input returned as is: a new tensor
-        if o.array.dtype.kind not in 'fc' or (skip and any(o is t for t in skip)): continue
+            if o is a:
+                o = outs[i] = o.detach()
+                break  # an input returned as is: a new tensor
+        if o.array.dtype.kind not in 'fc' or (skip and any(o is t for t in skip)):
+            continue
         o.grad_fn, o._requires_grad, o._output_nr = ctx, True, i
     ctx.output_meta = tuple([(o.array.shape, o.array.dtype) for o in outs])
     return outs[0] if single else tuple(outs)
@@ -409,62 +657,101 @@ def connect(ctx, args, outputs):
 def shape_of(x): return x.array.shape if isinstance(x, Tensor) else np.shape(x)
 
 def operands(a, b):
-    "The numpy values of `a` and `b`, cast to the dtype PyTorch's promotion gives their result."
+    """The numpy values of `a` and `b`, cast to the dtype PyTorch's promotion gives
+    their result."""
     x = a.array if isinstance(a, Tensor) else a
     y = b.array if isinstance(b, Tensor) else b
     dx, dy = getattr(x, 'dtype', None), getattr(y, 'dtype', None)
-    if dx == dy or (dy is None and dx.kind == 'f') or (dx is None and dy.kind == 'f'): return x, y
+    if dx == dy or (dy is None and dx.kind == 'f') or (dx is None and dy.kind == 'f'):
+        return x, y
     rt = result_type(a, b)
     if dx is not None and dx != rt: x = x.astype(rt)
     if dy is not None and dy != rt: y = y.astype(rt)
     return x, y
 
 def broadcast_op(ufunc, a, b):
-    "`ufunc` of `a` and `b` (tensors or numbers) broadcast together, after PyTorch's type promotion."
-    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.array.dtype == b.array.dtype: x, y = a.array, b.array
-    else: x, y = operands(a, b)
+    """`ufunc` of `a` and `b` (tensors or numbers) broadcast together, after PyTorch's
+    type promotion."""
+    if (
+        isinstance(a, Tensor)
+        and isinstance(b, Tensor)
+        and a.array.dtype == b.array.dtype
+    ):
+        x, y = a.array, b.array
+    else:
+        x, y = operands(a, b)
     try: out = ufunc(x, y)
     except ValueError: raise broadcast_error(np.shape(x), np.shape(y)) from None
-    return Tensor(out)   # a numpy number (the result for 0-d inputs) becomes a 0-d array in `Tensor`
+    return Tensor(
+        out
+    )  # a numpy number (the result for 0-d inputs) becomes a 0-d array in `Tensor`
 
 def broadcast_error(sa, sb):
-    "PyTorch's message for shapes that do not broadcast, followed by both shapes and the rule."
+    """PyTorch's message for shapes that do not broadcast, followed by both shapes and
+    the rule."""
     n = builtins.max(len(sa), len(sb))
     for i in range(1, n + 1):
         p, q = (sa[-i] if i <= len(sa) else 1), (sb[-i] if i <= len(sb) else 1)
         if p != q and p != 1 and q != 1: break
-    return RuntimeError(f"The size of tensor a ({p}) must match the size of tensor b ({q}) at non-singleton "
-                        f"dimension {n - i}: shapes {list(sa)} and {list(sb)} cannot be broadcast together "
-                        "(line them up from the right: each pair of sizes must be equal, or one of them 1)")
+    return RuntimeError(
+        f"The size of tensor a ({p}) must match the size of tensor b ({q}) at"
+        f" non-singleton dimension {n - i}: shapes {list(sa)} and {list(sb)} cannot be"
+        " broadcast together (line them up from the right: each pair of sizes must be"
+        " equal, or one of them 1)"
+    )
 
 # %% ../nbs/06_tensor.ipynb
 class Add(Function):
-    "a + b, broadcasting, with PyTorch's type promotion; the engine adds gradients with it too."
+    """a + b, broadcasting, with PyTorch's type promotion; the engine adds gradients
+    with it too."""
     array_backward = True
     @staticmethod
     def forward(ctx, a, b): return broadcast_op(np.add, a, b)
     @staticmethod
     def backward(ctx, grad_output):
-        return (sum_to(grad_output, ctx.input_shape(0)) if ctx.needs_input_grad[0] else None,
-                sum_to(grad_output, ctx.input_shape(1)) if ctx.needs_input_grad[1] else None)
+        return (
+            (
+                sum_to(grad_output, ctx.input_shape(0))
+                if ctx.needs_input_grad[0]
+                else None
+            ),
+            (
+                sum_to(grad_output, ctx.input_shape(1))
+                if ctx.needs_input_grad[1]
+                else None
+            ),
+        )
     @staticmethod
-    def jvp(ctx, ta, tb): return tb if ta is None else ta if tb is None else ta + tb   # d(a + b) = da + db
+    def jvp(ctx, ta, tb):
+        return tb if ta is None else ta if tb is None else ta + tb  # d(a + b) = da + db
 
-NODE_NAMES[Add] = 'AddBackward0'   # PyTorch's name for a built-in op's node: the op and the number of its variant
+NODE_NAMES[
+    Add
+] = (  # PyTorch's name for a built-in op's node: the op and the number of its variant
+    'AddBackward0'
+)
 
 # %% ../nbs/06_tensor.ipynb
 def sum_to(g, shape):
-    "`g` (a tensor, or an array in a backward on arrays) summed down to `shape`; itself if it has that shape."
+    """`g` (a tensor, or an array in a backward on arrays) summed down to `shape`;
+    itself if it has that shape."""
     if g.shape == shape: return g
-    return SumToSize.apply(g, shape) if isinstance(g, Tensor) else sum_array_to(np.asarray(g), shape)
+    return (
+        SumToSize.apply(g, shape)
+        if isinstance(g, Tensor)
+        else sum_array_to(np.asarray(g), shape)
+    )
 
 def expand_to(g, shape):
     "`g` (a tensor or an array) broadcast to `shape` without copying."
-    return Expand.apply(g, shape) if isinstance(g, Tensor) else np.broadcast_to(g, shape)
+    return (
+        Expand.apply(g, shape) if isinstance(g, Tensor) else np.broadcast_to(g, shape)
+    )
 
 # %% ../nbs/06_tensor.ipynb
 def dependencies(roots):
-    "For every node reachable from `roots`, how many edges point at it: the gradients it must wait for."
+    """For every node reachable from `roots`, how many edges point at it: the gradients
+    it must wait for."""
     deps, stack, seen = {}, list(roots), set(roots)
     while stack:
         for child, _ in stack.pop().edges:
@@ -477,9 +764,11 @@ def dependencies(roots):
 
 # %% ../nbs/06_tensor.ipynb
 def add_grads(a, b):
-    "The sum of two gradients, out of place (either may be referenced elsewhere): arrays, or tensors."
+    """The sum of two gradients, out of place (either may be referenced elsewhere):
+    arrays, or tensors."""
     if a is None: return b
-    if not isinstance(a, Tensor): return np.asarray(a + b)    # numpy turns a 0-d sum into a scalar
+    if not isinstance(a, Tensor):
+        return np.asarray(a + b)  # numpy turns a 0-d sum into a scalar
     if a.grad_fn is None and b.grad_fn is None: return Tensor(a.array + b.array)
     return Add.apply(a, b)
 
@@ -487,14 +776,23 @@ def _held_once():
     probe = object()
     return sys.getrefcount(probe)
 
-HELD_ONCE = _held_once()   # what sys.getrefcount says of an object that one variable holds (2 in CPython 3.11)
+HELD_ONCE = (
+    _held_once()
+)  # what sys.getrefcount says of an object that one variable holds (2 in CPython 3.11)
 
 def owned(a, refs):
-    "Whether the array `a` may become a `.grad` as it is: held by `refs` references only, its own memory, writable."
-    return sys.getrefcount(a) <= refs and a.base is None and a.flags.writeable and a.flags.c_contiguous
+    """Whether the array `a` may become a `.grad` as it is: held by `refs` references
+    only, its own memory, writable."""
+    return (
+        sys.getrefcount(a) <= refs
+        and a.base is None
+        and a.flags.writeable
+        and a.flags.c_contiguous
+    )
 
 class CopyGrad(Function):
-    "A differentiable copy of a gradient that becomes a `.grad` (PyTorch's `CopyBackwards`)."
+    """A differentiable copy of a gradient that becomes a `.grad` (PyTorch's
+    `CopyBackwards`)."""
     array_backward = True
     @staticmethod
     def forward(ctx, x): return Tensor(x.array.copy())
@@ -504,82 +802,126 @@ class CopyGrad(Function):
 
 # %% ../nbs/06_tensor.ipynb
 def accumulate(t, g):
-    "Add gradient `g` (an array, or a tensor with its history) into `t.grad`; the caller holds `g` in one variable."
+    """Add gradient `g` (an array, or a tensor with its history) into `t.grad`; the
+    caller holds `g` in one variable."""
     if isinstance(g, np.ndarray):
-        if t._grad is None: t._grad = Tensor(g if owned(g, HELD_ONCE + 2) else g.copy())   # + our argument, owned's
-        elif t._grad.grad_fn is None and t._grad.array.flags.writeable: t._grad.array += g
-        else: t._grad = add_grads(t._grad, Tensor(g))
+        if t._grad is None:
+            t._grad = Tensor(
+                g if owned(g, HELD_ONCE + 2) else g.copy()
+            )  # + our argument, owned's
+        elif t._grad.grad_fn is None and t._grad.array.flags.writeable:
+            t._grad.array += g
+        else:
+            t._grad = add_grads(t._grad, Tensor(g))
     elif t._grad is None:
-        a = g.array   # g is held by the caller's variable and our argument; a by g's slot and our variable
+        a = (
+            g.array
+        # g is held by the caller's variable and our argument; a by g's slot and our
+        # variable
+        )
         if sys.getrefcount(g) > HELD_ONCE + 1 or not owned(a, HELD_ONCE + 2):
-            g = CopyGrad.apply(g) if g.grad_fn is not None else Tensor(a.copy())   # not ours to keep: a copy
+            g = (
+                CopyGrad.apply(g) if g.grad_fn is not None else Tensor(a.copy())
+            )  # not ours to keep: a copy
         t._grad = g
-    elif g.grad_fn is None and t._grad.grad_fn is None and t._grad.array.flags.writeable:
+    elif (
+        g.grad_fn is None and t._grad.grad_fn is None and t._grad.array.flags.writeable
+    ):
         t._grad.array += g.array
     else:
         t._grad = add_grads(t._grad, g)
 
 # %% ../nbs/06_tensor.ipynb
 def call_backward(node, buf, arrays):
-    "Run `node`'s backward on the gradients `buf` of its outputs (zeros for the missing); check what it returns."
+    """Run `node`'s backward on the gradients `buf` of its outputs (zeros for the
+    missing); check what it returns."""
     f = node.function
     grads = buf
     for k, g in enumerate(buf):
-        if g is None and node.materialize_grads:            # zeros for an output that got no gradient
+        if (
+            g is None and node.materialize_grads
+        ):  # zeros for an output that got no gradient
             m = node.output_meta[k]
-            if grads is buf: grads = list(buf)
+            if grads is buf:
+                grads = list(buf)
             grads[k] = np.zeros(*m) if arrays else Tensor(np.zeros(*m))
-    if arrays and not f.array_backward: grads = [None if g is None else Tensor(g) for g in grads]   # it wants tensors
+    if arrays and not f.array_backward:
+        grads = [None if g is None else Tensor(g) for g in grads]  # it wants tensors
     node.arrays = arrays and f.array_backward
     try: return validate(node, f.backward(node, *grads), arrays)
     finally: node.arrays = False
 
 # %% ../nbs/06_tensor.ipynb
 def validate(node, grads, arrays):
-    "Check the gradients `node`'s backward returned (their number, shapes, dtypes) as PyTorch does; arrays if `arrays`."
+    """Check the gradients `node`'s backward returned (their number, shapes, dtypes) as
+    PyTorch does; arrays if `arrays`."""
     grads = grads if type(grads) is tuple else (grads,)
     n = len(node.edges)
     if len(grads) != n:
         if len(grads) < n or any(g is not None for g in grads[n:]):
-            raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients (expected {n}, got {len(grads)})")
+            raise RuntimeError(
+                f"function {node.name()} returned an incorrect number of gradients"
+                f" (expected {n}, got {len(grads)})"
+            )
         grads = grads[:n]
     out = []
     for i, (g, meta, (child, _)) in enumerate(zip(grads, node.input_meta, node.edges)):
-        if g is None or child is None: out.append(None); continue     # no gradient, or none wanted
+        if g is None or child is None:
+            out.append(None)
+            continue  # no gradient, or none wanted
         shape, dtype = meta
-        if arrays: g = g if type(g) is np.ndarray else g.array if isinstance(g, Tensor) else np.asarray(g)
-        elif not isinstance(g, Tensor): g = Tensor(np.asarray(g))
+        if arrays:
+            g = (
+                g
+                if type(g) is np.ndarray
+                else g.array if isinstance(g, Tensor) else np.asarray(g)
+            )
+        elif not isinstance(g, Tensor):
+            g = Tensor(np.asarray(g))
         if g.shape != shape:
             if not expandable(shape, g.shape):
-                raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index {i} - got "
-                                   f"{list(g.shape)} but expected shape compatible with {list(shape)}")
+                raise RuntimeError(
+                    f"Function {node.name()} returned an invalid gradient at index {i}"
+                    f" - got {list(g.shape)} but expected shape compatible with"
+                    f" {list(shape)}"
+                )
             g = sum_to(g, shape)
         out.append(g if g.dtype == dtype else cast(g, dtype))
     return out
 
 # %% ../nbs/06_tensor.ipynb
 class Run:
-    "One backward pass: keep the graph?, arrays or tensors?, and for `autograd.grad` what to capture or where to stop."
+    """One backward pass: keep the graph?, arrays or tensors?, and for `autograd.grad`
+    what to capture or where to stop."""
     def __init__(self, retain_graph, arrays, capture=None, targets=None):
-        self.retain_graph, self.arrays, self.capture, self.targets = retain_graph, arrays, capture, targets
+        self.retain_graph, self.arrays, self.capture, self.targets = (
+            retain_graph,
+            arrays,
+            capture,
+            targets,
+        )
         self.captured, self.wanted = {}, None
 
 def propagate(run, roots, seeds):
-    "Run every node of the graph below `roots` once all the gradients it waits for have arrived."
+    """Run every node of the graph below `roots` once all the gradients it waits for
+    have arrived."""
     starts = [edge(t) for t in roots]
     deps, seen = dependencies({n for n, _ in starts})
     buffers = {}
     for (node, nr), g in zip(starts, seeds):
         buf = buffers.setdefault(node, [None] * len(node.output_meta))
         buf[nr] = add_grads(buf[nr], g)
-    if run.capture is not None or run.targets is not None: run.wanted = wanted_nodes(seen, run.capture, run.targets)
+    if run.capture is not None or run.targets is not None:
+        run.wanted = wanted_nodes(seen, run.capture, run.targets)
     ready = [n for n in buffers if deps.get(n, 0) == 0]
     while ready:
         node = ready.pop()
         buf = buffers.pop(node, None)
         if buf is not None and (run.wanted is None or node in run.wanted):
-            if isinstance(node, AccumulateGrad): at_leaf(run, node, buf)
-            elif at_node(run, node, buf, buffers) and not run.retain_graph: node.release()
+            if isinstance(node, AccumulateGrad):
+                at_leaf(run, node, buf)
+            elif at_node(run, node, buf, buffers) and not run.retain_graph:
+                node.release()
         for child, _ in node.edges:
             if child is None: continue
             deps[child] -= 1
@@ -587,15 +929,19 @@ def propagate(run, roots, seeds):
 
 # %% ../nbs/06_tensor.ipynb
 def at_node(run, node, buf, buffers):
-    "Run the node's hooks, capture and backward, and pass the gradients on; return whether its backward ran."
+    """Run the node's hooks, capture and backward, and pass the gradients on; return
+    whether its backward ran."""
     hooked = node.pre_hooks or node.post_hooks
     if run.capture is None:
-        if hooked: node_hooks(node, buf, run.arrays)
+        if hooked:
+            node_hooks(node, buf, run.arrays)
     elif any(c in run.wanted for c, _ in node.edges if c is not None):
-        keep(run, node, buf)                    # autograd.grad captures before the hooks, as PyTorch does
-        if hooked: node_hooks(node, buf, run.arrays)
-    else:                                       # nothing wanted below: capture what the hooks left, and stop
-        if hooked: node_hooks(node, buf, run.arrays)
+        keep(run, node, buf)  # autograd.grad captures before the hooks, as PyTorch does
+        if hooked:
+            node_hooks(node, buf, run.arrays)
+    else:  # nothing wanted below: capture what the hooks left, and stop
+        if hooked:
+            node_hooks(node, buf, run.arrays)
         keep(run, node, buf)
         return False
     for (child, nr), g in zip(node.edges, call_backward(node, buf, run.arrays)):
@@ -610,67 +956,98 @@ def at_leaf(run, node, buf):
     t, g = node.variable, buf.pop()
     if t._hooks: g = like(run_hooks(t._hooks, as_tensor_grad(g)), run.arrays)
     if run.capture is not None:
-        if (node, 0) in run.capture: run.captured[(node, 0)] = add_grads(run.captured.get((node, 0)), g)
+        if (node, 0) in run.capture:
+            run.captured[(node, 0)] = add_grads(run.captured.get((node, 0)), g)
     elif run.targets is None or node in run.targets:
         accumulate(t, g)
 
 # %% ../nbs/06_tensor.ipynb
 def seed(t, g, i):
-    "The starting gradient for output `t`: `g` checked against `t`, or 1 for a one-element output."
+    """The starting gradient for output `t`: `g` checked against `t`, or 1 for a
+    one-element output."""
     if g is None:
-        if t.array.size != 1: raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        if t.array.size != 1:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
         return Tensor(np.ones_like(t.array))
     if not isinstance(g, Tensor): g = Tensor(np.asarray(g, dtype=t.array.dtype))
     if g.array.shape != t.array.shape:
-        raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of fromscratch.Size({list(g.shape)}) and "
-                           f"output[{i}] has a shape of fromscratch.Size({list(t.shape)}).")
-    return g if g.array.dtype == t.array.dtype else cast(g, t.array.dtype)   # a gradient has its tensor's dtype
+        raise RuntimeError(
+            f"Mismatch in shape: grad_output[{i}] has a shape of"
+            f" fromscratch.Size({list(g.shape)}) and output[{i}] has a shape of"
+            f" fromscratch.Size({list(t.shape)})."
+        )
+    return (
+        g if g.array.dtype == t.array.dtype else cast(g, t.array.dtype)
+    )  # a gradient has its tensor's dtype
 
 def check_roots(tensors):
     for i, t in enumerate(tensors):
-        if not t.requires_grad: raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+        if not t.requires_grad:
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a"
+                " grad_fn"
+            )
 
 def run_backward(roots, seeds, retain_graph, create_graph, capture=None, targets=None):
-    "Propagate `seeds` from `roots` back through the graph; return the gradients captured for `autograd.grad`."
-    run = Run(create_graph if retain_graph is None else retain_graph, not create_graph, capture, targets)
-    with grad_mode.switch(create_graph): propagate(run, roots, [g.array for g in seeds] if run.arrays else seeds)
+    """Propagate `seeds` from `roots` back through the graph; return the gradients
+    captured for `autograd.grad`."""
+    run = Run(
+        create_graph if retain_graph is None else retain_graph,
+        not create_graph,
+        capture,
+        targets,
+    )
+    with grad_mode.switch(create_graph):
+        propagate(run, roots, [g.array for g in seeds] if run.arrays else seeds)
     return {k: as_tensor_grad(g) for k, g in run.captured.items()}
 
 # %% ../nbs/06_tensor.ipynb
 def as_tensors(x): return (x,) if isinstance(x, Tensor) else tuple(x)
 
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
-    "Accumulate into `.grad` of the leaves (or of `inputs`) the gradients of `tensors`, seeded with `grad_tensors`."
+def backward(
+    tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None
+):
+    """Accumulate into `.grad` of the leaves (or of `inputs`) the gradients of
+    `tensors`, seeded with `grad_tensors`."""
     tensors = as_tensors(tensors)
-    if grad_tensors is None: grad_tensors = (None,) * len(tensors)
-    elif isinstance(grad_tensors, Tensor): grad_tensors = (grad_tensors,)
+    if grad_tensors is None:
+        grad_tensors = (None,) * len(tensors)
+    elif isinstance(grad_tensors, Tensor):
+        grad_tensors = (grad_tensors,)
     check_roots(tensors)
     seeds = [seed(t, g, i) for i, (t, g) in enumerate(zip(tensors, grad_tensors))]
     targets = None
-    if inputs is not None:                # only these leaves (or retained non-leaves) get a .grad
+    if inputs is not None:  # only these leaves (or retained non-leaves) get a .grad
         inputs = as_tensors(inputs)
-        if not inputs: raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+        if not inputs:
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
         for t in inputs:
-            if not t.requires_grad: raise RuntimeError("One of the differentiated Tensors does not require grad")
-            if t.grad_fn is not None: t.retain_grad()
+            if not t.requires_grad:
+                raise RuntimeError(
+                    "One of the differentiated Tensors does not require grad"
+                )
+            if t.grad_fn is not None:
+                t.retain_grad()
         targets = {edge(t)[0] for t in inputs}
     run_backward(tensors, seeds, retain_graph, create_graph, targets=targets)
 
 # %% ../nbs/06_tensor.ipynb
 def clear_grads(tensors, set_to_none=True):
-    "What `zero_grad()` does to each of `tensors`: drop its `.grad` (the default), or zero the `.grad` in place."
+    """What `zero_grad()` does to each of `tensors`: drop its `.grad` (the default), or
+    zero the `.grad` in place."""
     for t in tensors:
         g = t._grad
         if g is None: continue
         if set_to_none: t._grad = None
         else:
-            g.detach_()                           # out of any graph a create_graph backward put it in
+            g.detach_()  # out of any graph a create_graph backward put it in
             g.array[...] = 0
             g.version_counter.bump()
 
 # %% ../nbs/06_tensor.ipynb
 def category(dtype):
-    "PyTorch's promotion categories, in order: 0 bool, 1 integer, 2 floating point (3: anything else)."
+    """PyTorch's promotion categories, in order: 0 bool, 1 integer, 2 floating point (3:
+    anything else)."""
     return {'b': 0, 'u': 1, 'i': 1, 'f': 2}.get(dtype.kind, 3)
 
 def dtype_of(x):
@@ -683,13 +1060,20 @@ def dtype_of(x):
 
 # %% ../nbs/06_tensor.ipynb
 def result_type(a, b):
-    "The dtype of an operation between `a` and `b` (tensors or Python numbers), by PyTorch's promotion rules."
+    """The dtype of an operation between `a` and `b` (tensors or Python numbers), by
+    PyTorch's promotion rules."""
     da, db = dtype_of(a), dtype_of(b)
     if da == db: return da
     ka, kb = category(da), category(db)
     if ka != kb: return da if ka > kb else db
-    wa, wb = isinstance(a, Tensor) and a.array.ndim > 0, isinstance(b, Tensor) and b.array.ndim > 0
-    if wa != wb: return da if wa else db   # a scalar or 0-d tensor never widens a tensor of its category
+    wa, wb = (
+        isinstance(a, Tensor) and a.array.ndim > 0,
+        isinstance(b, Tensor) and b.array.ndim > 0,
+    )
+    if wa != wb:
+        return (
+            da if wa else db
+        )  # a scalar or 0-d tensor never widens a tensor of its category
     return np.promote_types(da, db)
 
 # %% ../nbs/06_tensor.ipynb
@@ -698,26 +1082,44 @@ def get_default_dtype():
     return defaults.dtype
 
 def set_default_dtype(d):
-    "Make `d` (a floating-point dtype) the dtype of Python floats and of the float factories from now on."
+    """Make `d` (a floating-point dtype) the dtype of Python floats and of the float
+    factories from now on."""
     d = np.dtype(d)
-    if d.kind != 'f': raise TypeError("only floating-point types are supported as the default type")
+    if d.kind != 'f':
+        raise TypeError("only floating-point types are supported as the default type")
     defaults.dtype = d
 
 def is_tensor(obj): "Whether `obj` is a Tensor."; return isinstance(obj, Tensor)
 
-SCALAR_TYPES = {float32: 'Float', float64: 'Double', float16: 'Half', int64: 'Long', int32: 'Int', int16: 'Short',
-                int8: 'Char', uint8: 'Byte', bool: 'Bool'}
-def scalar_type(dtype): "PyTorch's name for `dtype` in its messages: Float, Double, Long, ..."; return SCALAR_TYPES.get(np.dtype(dtype), str(dtype))
+SCALAR_TYPES = {
+    float32: 'Float',
+    float64: 'Double',
+    float16: 'Half',
+    int64: 'Long',
+    int32: 'Int',
+    int16: 'Short',
+    int8: 'Char',
+    uint8: 'Byte',
+    bool: 'Bool',
+}
+def scalar_type(dtype):
+    "PyTorch's name for `dtype` in its messages: Float, Double, Long, ..."
+    return SCALAR_TYPES.get(np.dtype(dtype), str(dtype))
 
 # %% ../nbs/06_tensor.ipynb
 def expandable(shape, target):
     "Whether `shape` broadcasts to `target`."
-    return len(shape) <= len(target) and all(s == t or s == 1 for s, t in zip(shape[::-1], target[::-1]))
+    return len(shape) <= len(target) and all(
+        s == t or s == 1 for s, t in zip(shape[::-1], target[::-1])
+    )
 
 def broadcast_axes(shape, target):
-    "The axes of `target` that broadcasting `shape` to it created or stretched: the axes a gradient sums over."
+    """The axes of `target` that broadcasting `shape` to it created or stretched: the
+    axes a gradient sums over."""
     lead = len(target) - len(shape)
-    return tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape) if s == 1 and target[lead + i] != 1)
+    return tuple(range(lead)) + tuple(
+        lead + i for i, s in enumerate(shape) if s == 1 and target[lead + i] != 1
+    )
 
 def sum_array_to(a, shape):
     "The array `a` summed down to `shape`, undoing a broadcast."
@@ -729,18 +1131,23 @@ class SumToSize(Function):
     "A broadcast tensor summed back down to `shape`; the gradient expands back."
     array_backward = True
     @staticmethod
-    def forward(ctx, a, shape): ctx.shape = a.array.shape; return Tensor(sum_array_to(a.array, shape))
+    def forward(ctx, a, shape):
+        ctx.shape = a.array.shape
+        return Tensor(sum_array_to(a.array, shape))
     @staticmethod
     def backward(ctx, grad_output): return expand_to(grad_output, ctx.shape), None
     jvp = staticmethod(linear_jvp)   # linear: the op itself, on the tangent
 
 class Expand(Function):
-    "Size-1 dimensions repeated to `shape` without copying (a read-only view); the gradient sums back."
+    """Size-1 dimensions repeated to `shape` without copying (a read-only view); the
+    gradient sums back."""
     array_backward = True
     @staticmethod
     def forward(ctx, a, shape):
         ctx.shape = a.array.shape
-        return make_view(Tensor(np.broadcast_to(a.array, shape)), a, lambda t: Expand.apply(t, shape))
+        return make_view(
+            Tensor(np.broadcast_to(a.array, shape)), a, lambda t: Expand.apply(t, shape)
+        )
     @staticmethod
     def backward(ctx, grad_output): return sum_to(grad_output, ctx.shape), None
     jvp = staticmethod(linear_jvp)
@@ -750,13 +1157,16 @@ class ToDtype(Function):
     "The values converted to a floating-point `dtype`; the gradient is converted back."
     array_backward = True
     @staticmethod
-    def forward(ctx, a, dtype): ctx.dtype = a.array.dtype; return Tensor(a.array.astype(dtype))
+    def forward(ctx, a, dtype):
+        ctx.dtype = a.array.dtype
+        return Tensor(a.array.astype(dtype))
     @staticmethod
     def backward(ctx, grad_output): return cast(grad_output, ctx.dtype), None
     jvp = staticmethod(linear_jvp)
 
 def cast(t, dtype):
-    "`t` in `dtype`: recorded when `t` is a float tensor (a conversion to ints or bools never is); arrays as they are."
+    """`t` in `dtype`: recorded when `t` is a float tensor (a conversion to ints or
+    bools never is); arrays as they are."""
     dtype = np.dtype(dtype)
     if not isinstance(t, Tensor): return t if t.dtype == dtype else t.astype(dtype)
     if dtype == t.array.dtype: return t
@@ -768,55 +1178,85 @@ def keep(run, node, buf):
     "Capture the gradients of `node`'s outputs that `autograd.grad` asked for."
     for k, g in enumerate(buf):
         key = (node, k)
-        if key in run.capture and g is not None: run.captured[key] = add_grads(run.captured.get(key), g)
+        if key in run.capture and g is not None:
+            run.captured[key] = add_grads(run.captured.get(key), g)
 
 def wanted_nodes(nodes, capture, targets):
-    "The nodes from which a captured or targeted node can be reached (None: all of them)."
+    """The nodes from which a captured or targeted node can be reached (None: all of
+    them)."""
     goal = set(k[0] for k in capture) if capture is not None else targets
     if goal is None: return None
     wanted, done, stack = set(), set(), [(n, False) for n in nodes]
     while stack:
         node, expanded = stack.pop()
         if expanded:
-            if node in goal or any(c in wanted for c, _ in node.edges if c is not None): wanted.add(node)
+            if node in goal or any(c in wanted for c, _ in node.edges if c is not None):
+                wanted.add(node)
             continue
         if node in done: continue
         done.add(node)
         stack.append((node, True))
-        stack.extend((c, False) for c, _ in node.edges if c is not None and c not in done)
+        stack.extend(
+            (c, False) for c, _ in node.edges if c is not None and c not in done
+        )
     return wanted
 
 # %% ../nbs/06_tensor.ipynb
-def as_tensor_grad(g): return g if isinstance(g, Tensor) else Tensor(g)   # what a user gets is a Tensor
+def as_tensor_grad(g):
+    return g if isinstance(g, Tensor) else Tensor(g)  # what a user gets is a Tensor
 def like(g, arrays): return g.array if arrays else g
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
-         materialize_grads=False):
+def grad(
+    outputs,
+    inputs,
+    grad_outputs=None,
+    retain_graph=None,
+    create_graph=False,
+    allow_unused=None,
+    materialize_grads=False,
+):
     "The gradients of `outputs` with respect to each of `inputs`, returned as a tuple."
     outputs, inputs = as_tensors(outputs), as_tensors(inputs)
-    if grad_outputs is None: grad_outputs = (None,) * len(outputs)
-    elif isinstance(grad_outputs, Tensor): grad_outputs = (grad_outputs,)
+    if grad_outputs is None:
+        grad_outputs = (None,) * len(outputs)
+    elif isinstance(grad_outputs, Tensor):
+        grad_outputs = (grad_outputs,)
     check_roots(outputs)
     for t in inputs:
-        if not t.requires_grad: raise RuntimeError("One of the differentiated Tensors does not require grad")
+        if not t.requires_grad:
+            raise RuntimeError(
+                "One of the differentiated Tensors does not require grad"
+            )
     seeds = [seed(t, g, i) for i, (t, g) in enumerate(zip(outputs, grad_outputs))]
     keys = [edge(t) for t in inputs]
-    captured = run_backward(outputs, seeds, retain_graph, create_graph, capture=set(keys))
-    return unused(tuple(captured.get(k) for k in keys), inputs, allow_unused, materialize_grads)
+    captured = run_backward(
+        outputs, seeds, retain_graph, create_graph, capture=set(keys)
+    )
+    return unused(
+        tuple(captured.get(k) for k in keys), inputs, allow_unused, materialize_grads
+    )
 
 # %% ../nbs/06_tensor.ipynb
 def unused(result, inputs, allow_unused, materialize_grads):
-    "Check for inputs that got no gradient: an error, `None`, or zeros (`materialize_grads=True`)."
+    """Check for inputs that got no gradient: an error, `None`, or zeros
+    (`materialize_grads=True`)."""
     if materialize_grads and allow_unused is False:
-        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
-                         "but got: allow_unused=False.")
+        raise ValueError(
+            "Expected allow_unused to be True or not passed when"
+            " materialize_grads=True, but got: allow_unused=False."
+        )
     if allow_unused is None: allow_unused = materialize_grads
     for i, r in enumerate(result):
         if r is None and not allow_unused:
-            raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in the graph. "
-                               "Set allow_unused=True if this is the desired behavior.")
+            raise RuntimeError(
+                f"The differentiated Tensor at index {i} appears to not have been used"
+                " in the graph. Set allow_unused=True if this is the desired behavior."
+            )
     if not materialize_grads: return result
-    return tuple(Tensor(np.zeros_like(t.array)) if r is None else r for r, t in zip(result, inputs))
+    return tuple(
+        Tensor(np.zeros_like(t.array)) if r is None else r
+        for r, t in zip(result, inputs)
+    )
 
 # %% ../nbs/06_tensor.ipynb
 class no_grad:
@@ -824,22 +1264,32 @@ class no_grad:
     mode = False
     def __new__(cls, func=None):
         self = super().__new__(cls)
-        return self(func) if callable(func) else self   # lets `@no_grad` work without parentheses
-    def __enter__(self): self._switch = grad_mode.switch(self.mode); self._switch.__enter__()
+        return (
+            self(func) if callable(func) else self
+        )  # lets `@no_grad` work without parentheses
+    def __enter__(self):
+        self._switch = grad_mode.switch(self.mode)
+        self._switch.__enter__()
     def __exit__(self, *exc): self._switch.__exit__()
     def __call__(self, func):
         def wrapper(*args, **kwargs):
             with grad_mode.switch(self.mode): return func(*args, **kwargs)
-        wrapper.__name__, wrapper.__doc__, wrapper.__wrapped__ = func.__name__, func.__doc__, func
+        wrapper.__name__, wrapper.__doc__, wrapper.__wrapped__ = (
+            func.__name__,
+            func.__doc__,
+            func,
+        )
         return wrapper
 
 class enable_grad(no_grad):
-    "Context manager and decorator that turns graph recording on, even inside `no_grad`."
+    """Context manager and decorator that turns graph recording on, even inside
+    `no_grad`."""
     mode = True
 
 # %% ../nbs/06_tensor.ipynb
 class set_grad_enabled(no_grad):
-    "Set grad mode to `mode` now; as a context manager, restore the previous mode on exit."
+    """Set grad mode to `mode` now; as a context manager, restore the previous mode on
+    exit."""
     def __new__(cls, mode): return object.__new__(cls)
     def __init__(self, mode):
         self.mode, self._previous = builtins.bool(mode), grad_mode.enabled
@@ -847,98 +1297,172 @@ class set_grad_enabled(no_grad):
     def __enter__(self): pass
     def __exit__(self, *exc): grad_mode.enabled = self._previous
     def __call__(self, func):
-        grad_mode.enabled = self._previous      # used as a decorator: only the decorated calls change the mode
+        grad_mode.enabled = (
+            self._previous
+        )  # used as a decorator: only the decorated calls change the mode
         return super().__call__(func)
 
 # %% ../nbs/06_tensor.ipynb
 class Generator:
-    "The random number generator behind `rand`, `randn`, `randint`, `nn.init` and shuffling (numpy's PCG64)."
+    """The random number generator behind `rand`, `randn`, `randint`, `nn.init` and
+    shuffling (numpy's PCG64)."""
     def __init__(self, seed=0): self.manual_seed(seed)
     def manual_seed(self, seed): self.numpy = np.random.default_rng(seed); return self
 
 default_generator = Generator(0)
 
 def manual_seed(seed):
-    "Seed the generator behind `rand`, `randn`, `randint`, the `nn.init` functions and shuffling `DataLoader`s."
+    """Seed the generator behind `rand`, `randn`, `randint`, the `nn.init` functions and
+    shuffling `DataLoader`s."""
     return default_generator.manual_seed(seed)
 
 def size_arg(size):
     "Sizes given as `f(2, 3)` or `f((2, 3))`, as a tuple."
-    return tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
+    return (
+        tuple(size[0])
+        if len(size) == 1 and isinstance(size[0], (tuple, list))
+        else tuple(size)
+    )
 
 def shape_arg(size, name=None):
-    "The shape of a new tensor, given as `size_arg` reads it; a negative size is PyTorch's error (`zeros` has its own)."
+    """The shape of a new tensor, given as `size_arg` reads it; a negative size is
+    PyTorch's error (`zeros` has its own)."""
     shape = size_arg(size)
     for n in shape:
-        if n < 0 and name: raise RuntimeError(f"{name}: Dimension size must be non-negative.")
-        if n < 0: raise RuntimeError(f"Trying to create tensor with negative dimension {n}: {list(shape)}")
+        if n < 0 and name:
+            raise RuntimeError(f"{name}: Dimension size must be non-negative.")
+        if n < 0:
+            raise RuntimeError(
+                f"Trying to create tensor with negative dimension {n}: {list(shape)}"
+            )
     return shape
 
 def factory_shape(sizes, size, device, name=None):
-    "The shape a factory was given, as `f(2, 3)`, `f((2, 3))` or `f(size=(2, 3))`, after checking `device` is the CPU."
+    """The shape a factory was given, as `f(2, 3)`, `f((2, 3))` or `f(size=(2, 3))`,
+    after checking `device` is the CPU."""
     if device is not None: check_device(device)
     return shape_arg(sizes if size is None else (size,), name)
 
 def random_array(draw, shape, dtype):
-    "`draw(shape)` in `dtype` (default: the default float dtype); numpy draws float32 and float64 directly."
+    """`draw(shape)` in `dtype` (default: the default float dtype); numpy draws float32
+    and float64 directly."""
     dtype = np.dtype(dtype or defaults.dtype)
-    return draw(shape, dtype=dtype) if dtype in (float32, float64) else draw(shape).astype(dtype)
+    return (
+        draw(shape, dtype=dtype)
+        if dtype in (float32, float64)
+        else draw(shape).astype(dtype)
+    )
 
 # %% ../nbs/06_tensor.ipynb
 def zeros(*sizes, size=None, dtype=None, device=None, requires_grad=False):
     "A tensor of zeros (of the default dtype, float32, unless `dtype` says otherwise)."
-    return Tensor(np.zeros(factory_shape(sizes, size, device, 'zeros'), dtype=dtype or defaults.dtype), requires_grad)
+    return Tensor(
+        np.zeros(
+            factory_shape(sizes, size, device, 'zeros'), dtype=dtype or defaults.dtype
+        ),
+        requires_grad,
+    )
 
 def ones(*sizes, size=None, dtype=None, device=None, requires_grad=False):
     "A tensor of ones (of the default dtype unless `dtype` says otherwise)."
-    return Tensor(np.ones(factory_shape(sizes, size, device), dtype=dtype or defaults.dtype), requires_grad)
+    return Tensor(
+        np.ones(factory_shape(sizes, size, device), dtype=dtype or defaults.dtype),
+        requires_grad,
+    )
 
 def empty(*sizes, size=None, dtype=None, device=None, requires_grad=False):
     "An uninitialised tensor: its values are whatever was in memory."
-    return Tensor(np.empty(factory_shape(sizes, size, device), dtype=dtype or defaults.dtype), requires_grad)
+    return Tensor(
+        np.empty(factory_shape(sizes, size, device), dtype=dtype or defaults.dtype),
+        requires_grad,
+    )
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
-    "A tensor of shape `size` filled with `fill_value`, of `fill_value`'s default dtype."
-    return Tensor(np.full(factory_shape((size,), None, device), fill_value, dtype=dtype or default_dtype(fill_value)), requires_grad)
+    """A tensor of shape `size` filled with `fill_value`, of `fill_value`'s default
+    dtype."""
+    return Tensor(
+        np.full(
+            factory_shape((size,), None, device),
+            fill_value,
+            dtype=dtype or default_dtype(fill_value),
+        ),
+        requires_grad,
+    )
 
 # %% ../nbs/06_tensor.ipynb
-def rand(*sizes, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+def rand(
+    *sizes, size=None, generator=None, dtype=None, device=None, requires_grad=False
+):
     "Uniform random numbers in [0, 1)."
     rng = (generator or default_generator).numpy
-    return Tensor(random_array(rng.random, factory_shape(sizes, size, device), dtype), requires_grad)
+    return Tensor(
+        random_array(rng.random, factory_shape(sizes, size, device), dtype),
+        requires_grad,
+    )
 
-def randn(*sizes, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+def randn(
+    *sizes, size=None, generator=None, dtype=None, device=None, requires_grad=False
+):
     "Standard normal random numbers."
     rng = (generator or default_generator).numpy
-    return Tensor(random_array(rng.standard_normal, factory_shape(sizes, size, device), dtype), requires_grad)
+    return Tensor(
+        random_array(rng.standard_normal, factory_shape(sizes, size, device), dtype),
+        requires_grad,
+    )
 
-def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
+def randint(
+    low,
+    high=None,
+    size=None,
+    *,
+    generator=None,
+    dtype=None,
+    device=None,
+    requires_grad=False
+):
     "Random integers in [low, high) (`randint(high, size)`: in [0, high))."
-    if size is None: low, high, size = 0, low, high
-    a = (generator or default_generator).numpy.integers(low, high, size=factory_shape((size,), None, device), dtype=np.int64)
+    if size is None:
+        low, high, size = 0, low, high
+    a = (generator or default_generator).numpy.integers(
+        low, high, size=factory_shape((size,), None, device), dtype=np.int64
+    )
     return Tensor(a if dtype is None else a.astype(dtype), requires_grad)
 
 # %% ../nbs/06_tensor.ipynb
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
-    "Evenly spaced values in [start, end): int64 for integer arguments, the default float dtype otherwise."
+    """Evenly spaced values in [start, end): int64 for integer arguments, the default
+    float dtype otherwise."""
     if device is not None: check_device(device)
     if end is None: start, end = 0, start
     if step == 0: raise RuntimeError("step must be nonzero")
-    if (end - start) * step < 0: raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    if (end - start) * step < 0:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     ints = all(isinstance(v, builtins.int) for v in (start, end, step))
-    return Tensor(np.arange(start, end, step, dtype=dtype or (int64 if ints else defaults.dtype)), requires_grad)
+    return Tensor(
+        np.arange(start, end, step, dtype=dtype or (int64 if ints else defaults.dtype)),
+        requires_grad,
+    )
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
     "`steps` evenly spaced values from `start` to `end`, both included."
     if steps < 0: raise RuntimeError("number of steps must be non-negative")
     if device is not None: check_device(device)
-    return Tensor(np.linspace(start, end, steps, dtype=dtype or defaults.dtype), requires_grad)
+    return Tensor(
+        np.linspace(start, end, steps, dtype=dtype or defaults.dtype), requires_grad
+    )
 
 # %% ../nbs/06_tensor.ipynb
 def like_factory(factory, doc):
-    "`factory_like(t, ...)`: `factory` in the shape (and, unless `dtype` says otherwise, the dtype) of `t`."
+    """`factory_like(t, ...)`: `factory` in the shape (and, unless `dtype` says
+    otherwise, the dtype) of `t`."""
     def made_like(t, *args, dtype=None, device=None, requires_grad=False):
-        return factory(t.array.shape, *args, dtype=dtype or t.array.dtype, device=device, requires_grad=requires_grad)
+        return factory(
+            t.array.shape,
+            *args,
+            dtype=dtype or t.array.dtype,
+            device=device,
+            requires_grad=requires_grad
+        )
     made_like.__name__, made_like.__doc__ = f'{factory.__name__}_like', doc
     return made_like
 
@@ -955,13 +1479,31 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
     if device is not None: check_device(device)
     return Tensor(np.eye(n, m, dtype=dtype or defaults.dtype), requires_grad)
 
-def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
-    "Normal random numbers: of `size` for numbers `mean` and `std`, else of the broadcast shape of the tensors."
+def normal(
+    mean,
+    std=1.0,
+    size=None,
+    *,
+    generator=None,
+    dtype=None,
+    device=None,
+    requires_grad=False,
+):
+    """Normal random numbers: of `size` for numbers `mean` and `std`, else of the
+    broadcast shape of the tensors."""
     m, s = (v.array if isinstance(v, Tensor) else v for v in (mean, std))
-    if np.any(np.asarray(s) < 0): raise RuntimeError(f"normal expects std >= 0.0, but found std {np.min(s)}")
+    if np.any(np.asarray(s) < 0):
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {np.min(s)}")
     if size is None and not isinstance(mean, Tensor) and not isinstance(std, Tensor):
-        raise TypeError("normal() received an invalid combination of arguments: two numbers need a `size`")
-    shape = factory_shape((), size, device) if size is not None else np.broadcast_shapes(np.shape(m), np.shape(s))
+        raise TypeError(
+            "normal() received an invalid combination of arguments: two numbers need a"
+            " `size`"
+        )
+    shape = (
+        factory_shape((), size, device)
+        if size is not None
+        else np.broadcast_shapes(np.shape(m), np.shape(s))
+    )
     dtype = dtype or (defaults.dtype if size is not None else result_type(mean, std))
     draws = (generator or default_generator).numpy.standard_normal(shape)
     return Tensor(np.asarray(draws * s + m).astype(dtype), requires_grad)
@@ -969,43 +1511,91 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
 # %% ../nbs/06_tensor.ipynb
 def from_numpy(ndarray):
     "A tensor sharing the memory of the numpy array `ndarray` (and its dtype)."
-    if not isinstance(ndarray, np.ndarray): raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
     return Tensor(ndarray)
 
 def as_tensor(data, dtype=None, device=None):
-    "`data` as a tensor, sharing its memory when it is already a tensor or numpy array of that dtype."
+    """`data` as a tensor, sharing its memory when it is already a tensor or numpy array
+    of that dtype."""
     if device is not None: check_device(device)
     if isinstance(data, Tensor): return data if dtype is None else cast(data, dtype)
-    if isinstance(data, np.ndarray) and (dtype is None or np.dtype(dtype) == data.dtype): return Tensor(data)
+    if isinstance(data, np.ndarray) and (
+        dtype is None or np.dtype(dtype) == data.dtype
+    ):
+        return Tensor(data)
     return tensor(data, dtype=dtype)
 
 # %% ../nbs/06_tensor.ipynb
-DEVICE_TYPES = ('cpu', 'cuda', 'ipu', 'xpu', 'mkldnn', 'opengl', 'opencl', 'ideep', 'hip', 've', 'fpga', 'maia', 'xla',
-                'lazy', 'vulkan', 'mps', 'meta', 'hpu', 'mtia', 'privateuseone')   # PyTorch's device types
+DEVICE_TYPES = (
+    'cpu',
+    'cuda',
+    'ipu',
+    'xpu',
+    'mkldnn',
+    'opengl',
+    'opencl',
+    'ideep',
+    'hip',
+    've',
+    'fpga',
+    'maia',
+    'xla',
+    'lazy',
+    'vulkan',
+    'mps',
+    'meta',
+    'hpu',
+    'mtia',
+    'privateuseone',
+)  # PyTorch's device types
 
 class device:
-    "Where a tensor lives, with PyTorch's name and forms: `device('cpu')`, `device('cuda', 0)`, `device('cuda:1')`."
+    """Where a tensor lives, with PyTorch's name and forms: `device('cpu')`,
+    `device('cuda', 0)`, `device('cuda:1')`."""
     __slots__ = ('type', 'index')
     def __init__(self, type, index=None):
-        if isinstance(type, device): type, index = type.type, type.index
-        elif not isinstance(type, str): raise RuntimeError("Cannot access accelerator device when none is available.")
-        elif ':' in type: type, index = type.split(':')[0], builtins.int(type.split(':')[1])
+        if isinstance(type, device):
+            type, index = type.type, type.index
+        elif not isinstance(type, str):
+            raise RuntimeError(
+                "Cannot access accelerator device when none is available."
+            )
+        elif ':' in type:
+            type, index = type.split(':')[0], builtins.int(type.split(':')[1])
         if type not in DEVICE_TYPES:
-            raise RuntimeError(f"Expected one of {', '.join(DEVICE_TYPES)} device type at start of device string: {type}")
+            raise RuntimeError(
+                f"Expected one of {', '.join(DEVICE_TYPES)} device type at start of"
+                f" device string: {type}"
+            )
         self.type, self.index = type, index
-    def __repr__(self): return f"device(type='{self.type}'" + ('' if self.index is None else f', index={self.index}') + ')'
-    def __str__(self): return self.type if self.index is None else f'{self.type}:{self.index}'
-    def __eq__(self, other): return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
+    def __repr__(self):
+        return (
+            f"device(type='{self.type}'"
+            + ('' if self.index is None else f', index={self.index}')
+            + ')'
+        )
+    def __str__(self):
+        return self.type if self.index is None else f'{self.type}:{self.index}'
+    def __eq__(self, other):
+        return isinstance(other, device) and (self.type, self.index) == (
+            other.type,
+            other.index,
+        )
     def __hash__(self): return hash((self.type, self.index))
 
 # %% ../nbs/06_tensor.ipynb
 CPU = device('cpu')
 
 def check_device(d):
-    "Raise an error unless `d` (a device, or a string such as 'cpu' or 'cuda:0') is the CPU, the one device here."
+    """Raise an error unless `d` (a device, or a string such as 'cpu' or 'cuda:0') is
+    the CPU, the one device here."""
     if d == 'cpu' or device(d).type == 'cpu': return
-    raise RuntimeError(f"fromscratch runs on the CPU only: there is no device '{d}' here (fs.cuda.is_available() is "
-                       "False). Use device='cpu', or choose as in torch: device('cuda' if cuda.is_available() else 'cpu')")
+    raise RuntimeError(
+        f"fromscratch runs on the CPU only: there is no device '{d}' here"
+        " (fs.cuda.is_available() is False). Use device='cpu', or choose as in torch:"
+        " device('cuda' if cuda.is_available() else 'cpu')"
+    )
 
 def set_default_device(d):
     "Make `d` the device of new tensors: the CPU is the only one, so this checks `d`."
@@ -1016,20 +1606,33 @@ def get_default_device(): "The device new tensors are made on: the CPU."; return
 # %% ../nbs/06_tensor.ipynb
 def no_gpu(): "False: this engine has no GPU to use."; return False
 def gpu_count(): "0: this engine uses no GPU."; return 0
-def seed_gpus(seed): "Nothing to seed: PyTorch also ignores `cuda.manual_seed` when there is no GPU."
+def seed_gpus(seed):
+    "Nothing to seed: PyTorch also ignores `cuda.manual_seed` when there is no GPU."
 
-cuda = SimpleNamespace(is_available=no_gpu, device_count=gpu_count, manual_seed=seed_gpus, manual_seed_all=seed_gpus)
-backends = SimpleNamespace(mps=SimpleNamespace(is_available=no_gpu, is_built=no_gpu),
-                           cudnn=SimpleNamespace(is_available=no_gpu, enabled=True, benchmark=False, deterministic=False))
+cuda = SimpleNamespace(
+    is_available=no_gpu,
+    device_count=gpu_count,
+    manual_seed=seed_gpus,
+    manual_seed_all=seed_gpus,
+)
+backends = SimpleNamespace(
+    mps=SimpleNamespace(is_available=no_gpu, is_built=no_gpu),
+    cudnn=SimpleNamespace(
+        is_available=no_gpu, enabled=True, benchmark=False, deterministic=False
+    ),
+)
 
 # %% ../nbs/07a_engine_in_depth.ipynb 12
 class View:
-    "What a view remembers: the `base` whose memory it shares, the `fn` that makes it from the base, the version it matches."
+    """What a view remembers: the `base` whose memory it shares, the `fn` that makes it
+    from the base, the version it matches."""
     __slots__ = ('base', 'fn', 'version')
-    def __init__(self, base, fn, version): self.base, self.fn, self.version = base, fn, version
+    def __init__(self, base, fn, version):
+        self.base, self.fn, self.version = base, fn, version
 
     def refresh(self, view, force=False):
-        "If the base changed in place since `view` was made (or if `force`), give `view` the history `fn(base)` again."
+        """If the base changed in place since `view` was made (or if `force`), give
+        `view` the history `fn(base)` again."""
         if not force and self.version == view._version_counter.value: return False
         with grad_mode.switch(True): again = self.fn(self.base)
         self.version = view._version_counter.value
@@ -1038,7 +1641,8 @@ class View:
 
 # %% ../nbs/07a_engine_in_depth.ipynb 14
 class Composed:
-    "The view function `then(first(t))`; `first` may itself be `Composed`: the chain is walked in a loop, however long."
+    """The view function `then(first(t))`; `first` may itself be `Composed`: the chain
+    is walked in a loop, however long."""
     __slots__ = ('first', 'then')
     def __init__(self, first, then): self.first, self.then = first, then
     def __call__(self, t):
@@ -1049,7 +1653,8 @@ class Composed:
         return t
 
 def make_view(out, base, fn):
-    "Record that `out` is `fn(base)`: a view sharing `base`'s memory and version counter (a view of a view: of the first base)."
+    """Record that `out` is `fn(base)`: a view sharing `base`'s memory and version
+    counter (a view of a view: of the first base)."""
     parent = base._view
     if parent is not None: base, fn = parent.base, Composed(parent.fn, fn)
     counter = out._version_counter = base.version_counter
@@ -1064,7 +1669,8 @@ def view_of(a, array, fn):
 
 # %% ../nbs/07a_engine_in_depth.ipynb 26
 def rebase(t, node, nr):
-    "Give `t` a new history; `retain_grad` follows the tensor, hooks stay with the value they were put on."
+    """Give `t` a new history; `retain_grad` follows the tensor, hooks stay with the
+    value they were put on."""
     old, old_nr = t.grad_fn, t._output_nr
     t.grad_fn, t._output_nr, t._requires_grad = node, nr, True
     if t._retains_grad:
@@ -1074,24 +1680,31 @@ def rebase(t, node, nr):
 
 # %% ../nbs/07a_engine_in_depth.ipynb 49
 def run_hooks(hooks, grad):
-    "Pass `grad` (a tensor) through each tensor hook in turn; a replacement must keep its shape and dtype."
+    """Pass `grad` (a tensor) through each tensor hook in turn; a replacement must keep
+    its shape and dtype."""
     for hook in list(hooks.values()):
         result = hook(grad)
         if result is None: continue
         if not isinstance(result, Tensor): result = Tensor(np.asarray(result))
         name = getattr(hook, '__name__', hook)
-        if result.array.shape != grad.array.shape: raise RuntimeError(f"hook '{name}' has changed the size of value")
+        if result.array.shape != grad.array.shape:
+            raise RuntimeError(f"hook '{name}' has changed the size of value")
         if result.array.dtype != grad.array.dtype:
-            raise RuntimeError(f"hook '{name}' has changed the type of value (was {grad.array.dtype} got {result.array.dtype})")
+            raise RuntimeError(
+                f"hook '{name}' has changed the type of value (was {grad.array.dtype}"
+                f" got {result.array.dtype})"
+            )
         grad = result
     return grad
 
 # %% ../nbs/07a_engine_in_depth.ipynb 50
 def node_hooks(node, buf, arrays):
-    "Run the tensor hooks registered on the outputs of `node`, then `retain_grad`'s store (hooks see tensors)."
+    """Run the tensor hooks registered on the outputs of `node`, then `retain_grad`'s
+    store (hooks see tensors)."""
     if node.pre_hooks:
         for k, hooks in node.pre_hooks.items():
-            if buf[k] is not None: buf[k] = like(run_hooks(hooks, as_tensor_grad(buf[k])), arrays)
+            if buf[k] is not None:
+                buf[k] = like(run_hooks(hooks, as_tensor_grad(buf[k])), arrays)
     if node.post_hooks:
         for k, store in node.post_hooks.items():
             if buf[k] is not None: store(as_tensor_grad(buf[k]))

@@ -33,42 +33,72 @@ from pathlib import Path
 
 import numpy as np
 
-from .core import Generator, Tensor, default_generator, float64, randint, tensor
+from fromscratch.core import (
+    Generator,
+    Tensor,
+    default_generator,
+    float64,
+    randint,
+    tensor,
+)
 from .ops import stack
 
 # %% ../nbs/11_data.ipynb
-SAMPLE_REPAIR = ("reinstall the package (pip install --force-reinstall fromscratch) or, in a clone of its "
-                 "repository, restore the file with: git checkout -- fromscratch/mnist_sample.npz")
+SAMPLE_REPAIR = (
+    "reinstall the package (pip install --force-reinstall fromscratch) or, in a clone"
+    " of its repository, restore the file with: git checkout --"
+    " fromscratch/mnist_sample.npz"
+)
 
 class DamagedSampleError(RuntimeError):
     "The shipped MNIST sample is missing or is not the file the package was built with."
 
 def sample_problem(images, labels):
-    "What is wrong with the sample's arrays, or None: 5,000 uint8 rows of 784 pixels and 5,000 int64 labels 0-9."
-    if images.dtype != np.uint8 or images.shape != (5000, 784): return f"images are {images.dtype} {images.shape}, not uint8 (5000, 784)"
-    if labels.dtype != np.int64 or labels.shape != (5000,): return f"labels are {labels.dtype} {labels.shape}, not int64 (5000,)"
-    if not ((labels >= 0) & (labels <= 9)).all(): return "some labels are not digits from 0 to 9"
+    """What is wrong with the sample's arrays, or None: 5,000 uint8 rows of 784 pixels
+    and 5,000 int64 labels 0-9."""
+    if images.dtype != np.uint8 or images.shape != (5000, 784):
+        return f"images are {images.dtype} {images.shape}, not uint8 (5000, 784)"
+    if labels.dtype != np.int64 or labels.shape != (5000,):
+        return f"labels are {labels.dtype} {labels.shape}, not int64 (5000,)"
+    if not ((labels >= 0) & (labels <= 9)).all():
+        return "some labels are not digits from 0 to 9"
     return None
 
 # %% ../nbs/11_data.ipynb
 SAMPLE_PATH = importlib.resources.files('fromscratch') / 'mnist_sample.npz'
 
 def mnist_sample():
-    "The 5,000 shipped digits: images as uint8 `(5000, 784)`, labels as int64 `(5000,)`."
+    """The 5,000 shipped digits: images as uint8 `(5000, 784)`, labels as int64
+    `(5000,)`."""
     try:
-        with np.load(SAMPLE_PATH, allow_pickle=False) as f: images, labels = f['images'], f['labels']
+        with np.load(SAMPLE_PATH, allow_pickle=False) as f:
+            images, labels = f['images'], f['labels']
         problem = sample_problem(images, labels)
-    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile, zlib.error) as e:
+    except (
+        OSError,
+        EOFError,
+        ValueError,
+        KeyError,
+        TypeError,
+        zipfile.BadZipFile,
+        zlib.error,
+    ) as e:
         problem = f"{type(e).__name__}: {e}"
-    if problem: raise DamagedSampleError(f"the MNIST sample {SAMPLE_PATH} is damaged ({problem}): {SAMPLE_REPAIR}")
+    if problem:
+        raise DamagedSampleError(
+            f"the MNIST sample {SAMPLE_PATH} is damaged ({problem}): {SAMPLE_REPAIR}"
+        )
     return images, labels
 
 # %% ../nbs/11_data.ipynb
 def show_digits(images, labels=None, ncols=10, size=1.0):
-    "Draw `images` (rows of 784 pixels, or 28×28 arrays) in a grid, each titled with its label."
+    """Draw `images` (rows of 784 pixels, or 28×28 arrays) in a grid, each titled with
+    its label."""
     import matplotlib.pyplot as plt
     n = len(images); nrows = -(-n // ncols)
-    fig, axs = plt.subplots(nrows, ncols, figsize=(ncols * size, nrows * size * 1.2), squeeze=False)
+    fig, axs = plt.subplots(
+        nrows, ncols, figsize=(ncols * size, nrows * size * 1.2), squeeze=False
+    )
     for i, ax in enumerate(axs.flat):
         ax.axis('off')
         if i >= n: continue
@@ -77,18 +107,43 @@ def show_digits(images, labels=None, ncols=10, size=1.0):
     return fig
 
 # %% ../nbs/11_data.ipynb
-def load_mnist(full=False, valid_size=None, cache_dir=None, mirrors=None, timeout=30, progress=False):
-    "MNIST as `(x_train, y_train), (x_valid, y_valid)`: the 5,000-image sample, or with `full=True` all 70,000."
+def load_mnist(
+    full=False,
+    valid_size=None,
+    cache_dir=None,
+    mirrors=None,
+    timeout=30,
+    progress=False,
+):
+    """MNIST as `(x_train, y_train), (x_valid, y_valid)`: the 5,000-image sample, or
+    with `full=True` all 70,000."""
     if full:
         if valid_size is not None:
-            raise ValueError("valid_size splits the sample; the full set has its own 10,000 test images")
-        d = fetch_mnist(cache_dir=cache_dir, mirrors=mirrors, timeout=timeout, progress=progress)
-        return tuple((d[f'{s}-images-idx3-ubyte.gz'].reshape(-1, 784), d[f'{s}-labels-idx1-ubyte.gz'].astype(np.int64))
-                     for s in ('train', 't10k'))
+            raise ValueError(
+                "valid_size splits the sample; the full set has its own 10,000 test"
+                " images"
+            )
+        d = fetch_mnist(
+            cache_dir=cache_dir, mirrors=mirrors, timeout=timeout, progress=progress
+        )
+        return tuple(
+            (
+                d[f'{s}-images-idx3-ubyte.gz'].reshape(-1, 784),
+                d[f'{s}-labels-idx1-ubyte.gz'].astype(np.int64),
+            )
+            for s in ('train', 't10k')
+        )
     x, y = mnist_sample()
     valid_size = 1000 if valid_size is None else valid_size
-    if isinstance(valid_size, bool) or not isinstance(valid_size, (int, np.integer)) or not 0 <= valid_size <= len(x):
-        raise ValueError(f"valid_size must be a whole number between 0 and {len(x)}, got {valid_size!r}")
+    if (
+        isinstance(valid_size, bool)
+        or not isinstance(valid_size, (int, np.integer))
+        or not 0 <= valid_size <= len(x)
+    ):
+        raise ValueError(
+            f"valid_size must be a whole number between 0 and {len(x)}, got"
+            f" {valid_size!r}"
+        )
     n = len(x) - valid_size
     return (x[:n], y[:n]), (x[n:], y[n:])
 
@@ -97,74 +152,125 @@ IDX_DTYPES = {0x08: np.dtype('u1'), 0x09: np.dtype('i1'), 0x0B: np.dtype('>i2'),
               0x0C: np.dtype('>i4'), 0x0D: np.dtype('>f4'), 0x0E: np.dtype('>f8')}
 
 def to_idx(a):
-    "The IDX bytes of array `a` (uint8, int8, int16, int32, float32 or float64): the inverse of `parse_idx`."
+    """The IDX bytes of array `a` (uint8, int8, int16, int32, float32 or float64): the
+    inverse of `parse_idx`."""
     a = np.asarray(a)
-    codes = [k for k, d in IDX_DTYPES.items() if (d.kind, d.itemsize) == (a.dtype.kind, a.dtype.itemsize)]
+    codes = [
+        k
+        for k, d in IDX_DTYPES.items()
+        if (d.kind, d.itemsize) == (a.dtype.kind, a.dtype.itemsize)
+    ]
     if not codes: raise ValueError(f"IDX has no element type for {a.dtype}")
-    return bytes([0, 0, codes[0], a.ndim]) + np.array(a.shape, '>u4').tobytes() + a.astype(IDX_DTYPES[codes[0]]).tobytes()
+    return (
+        bytes([0, 0, codes[0], a.ndim])
+        + np.array(a.shape, '>u4').tobytes()
+        + a.astype(IDX_DTYPES[codes[0]]).tobytes()
+    )
 
 # %% ../nbs/11_data.ipynb
 def parse_idx(buf, name='data'):
-    "The array stored in the IDX bytes `buf`; a clear `ValueError` if the header or the length is wrong."
+    """The array stored in the IDX bytes `buf`; a clear `ValueError` if the header or
+    the length is wrong."""
     if len(buf) < 4 or buf[0] != 0 or buf[1] != 0 or buf[2] not in IDX_DTYPES:
-        raise ValueError(f"{name} is not an IDX file: it starts with {bytes(buf[:4]).hex()!r}, not 0000 then a type code")
+        raise ValueError(
+            f"{name} is not an IDX file: it starts with {bytes(buf[:4]).hex()!r}, not"
+            " 0000 then a type code"
+        )
     ndim, dtype = buf[3], IDX_DTYPES[buf[2]]
     if len(buf) < 4 + 4 * ndim:
-        raise ValueError(f"{name} is truncated: its header needs {4 + 4 * ndim} bytes, it has {len(buf)}")
+        raise ValueError(
+            f"{name} is truncated: its header needs {4 + 4 * ndim} bytes, it has"
+            f" {len(buf)}"
+        )
     shape = tuple(int(n) for n in np.frombuffer(buf, '>u4', ndim, 4))
     need, have = dtype.itemsize * int(np.prod(shape)), len(buf) - 4 - 4 * ndim
     if have != need:
         raise ValueError(f"{name} is {'truncated' if have < need else 'too long'}: "
                          f"shape {shape} needs {need:,} bytes of data, it has {have:,}")
-    return np.frombuffer(buf, dtype, offset=4 + 4 * ndim).reshape(shape).astype(dtype.newbyteorder('='))
+    return (
+        np.frombuffer(buf, dtype, offset=4 + 4 * ndim)
+        .reshape(shape)
+        .astype(dtype.newbyteorder('='))
+    )
 
 # %% ../nbs/11_data.ipynb
 def read_idx(path, name=None):
-    "The array in the IDX file at `path`, gunzipped first if it is gzipped; `name` is used in error messages."
+    """The array in the IDX file at `path`, gunzipped first if it is gzipped; `name` is
+    used in error messages."""
     name, raw = name or Path(path).name, Path(path).read_bytes()
     if raw[:2] == b'\x1f\x8b':
-        try: raw = gzip.decompress(raw)
-        except (EOFError, OSError, ValueError) as e:  # a cut stream raises EOFError, a mangled one BadGzipFile or zlib.error
-            raise ValueError(f"{name} is not a complete gzip file ({e}): the download was truncated or corrupted") from None
+        try:
+            raw = gzip.decompress(raw)
+        except (
+            EOFError,
+            OSError,
+            ValueError,
+        ) as e:  # a cut stream raises EOFError, a mangled one BadGzipFile or zlib.error
+            raise ValueError(
+                f"{name} is not a complete gzip file ({e}): the download was truncated"
+                " or corrupted"
+            ) from None
     return parse_idx(raw, name)
 
 # %% ../nbs/11_data.ipynb
-MNIST_MIRRORS = ('https://ossci-datasets.s3.amazonaws.com/mnist/', 'http://yann.lecun.com/exdb/mnist/')
+MNIST_MIRRORS = (
+    'https://ossci-datasets.s3.amazonaws.com/mnist/',
+    'http://yann.lecun.com/exdb/mnist/',
+)
 
 MNIST_FILES = {  # size in bytes, SHA-256 (TensorFlow Datasets), MD5 (torchvision)
-    'train-images-idx3-ubyte.gz': dict(size=9912422, md5='f68b3c2dcbeaaa9fbdd348bbdeb94873',
-        sha256='440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609'),
-    'train-labels-idx1-ubyte.gz': dict(size=28881, md5='d53e105ee54ea40749a09fcbcd1e9432',
-        sha256='3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c'),
-    't10k-images-idx3-ubyte.gz': dict(size=1648877, md5='9fb629c4189551a2d022fa330f9573f3',
-        sha256='8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6'),
-    't10k-labels-idx1-ubyte.gz': dict(size=4542, md5='ec29112dd5afa0611ce80d1b7f02629c',
-        sha256='f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6'),
+    'train-images-idx3-ubyte.gz': dict(
+        size=9912422,
+        md5='f68b3c2dcbeaaa9fbdd348bbdeb94873',
+        sha256='440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609',
+    ),
+    'train-labels-idx1-ubyte.gz': dict(
+        size=28881,
+        md5='d53e105ee54ea40749a09fcbcd1e9432',
+        sha256='3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c',
+    ),
+    't10k-images-idx3-ubyte.gz': dict(
+        size=1648877,
+        md5='9fb629c4189551a2d022fa330f9573f3',
+        sha256='8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6',
+    ),
+    't10k-labels-idx1-ubyte.gz': dict(
+        size=4542,
+        md5='ec29112dd5afa0611ce80d1b7f02629c',
+        sha256='f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6',
+    ),
 }
 
 # %% ../nbs/11_data.ipynb
 def checksum_problem(path, expected):
-    "None if the file at `path` has the `size`/`sha256`/`md5` in `expected`, else what differs."
+    """None if the file at `path` has the `size`/`sha256`/`md5` in `expected`, else what
+    differs."""
     got = {'size': os.path.getsize(path)}
     hashes = {k: hashlib.new(k) for k in ('sha256', 'md5') if k in expected}
     with open(path, 'rb') as f:
         for chunk in iter(lambda: f.read(1 << 20), b''):
             for h in hashes.values(): h.update(chunk)
     got.update({k: h.hexdigest() for k, h in hashes.items()})
-    bad = [f"{k} is {got[k]}, expected {expected[k]}"
-           for k in ('size', 'sha256', 'md5') if k in expected and got[k] != expected[k]]
+    bad = [
+        f"{k} is {got[k]}, expected {expected[k]}"
+        for k in ('size', 'sha256', 'md5')
+        if k in expected and got[k] != expected[k]
+    ]
     return '; '.join(bad) or None
 
 # %% ../nbs/11_data.ipynb
 def default_cache_dir():
-    "The folder for downloads: `$FROMSCRATCH_CACHE`, else `$XDG_CACHE_HOME/fromscratch`, else `~/.cache/fromscratch`."
-    if os.environ.get('FROMSCRATCH_CACHE'): return Path(os.environ['FROMSCRATCH_CACHE']).expanduser()
+    """The folder for downloads: `$FROMSCRATCH_CACHE`, else
+    `$XDG_CACHE_HOME/fromscratch`, else `~/.cache/fromscratch`."""
+    if os.environ.get('FROMSCRATCH_CACHE'):
+        return Path(os.environ['FROMSCRATCH_CACHE']).expanduser()
     xdg = os.environ.get('XDG_CACHE_HOME')
     return (Path(xdg).expanduser() if xdg else Path.home() / '.cache') / 'fromscratch'
 
 # %% ../nbs/11_data.ipynb
 def folder_problem(folder):
-    "Why no new file can be written in `folder` (found by creating one and removing it), or None if one can."
+    """Why no new file can be written in `folder` (found by creating one and removing
+    it), or None if one can."""
     folder = Path(folder)
     if not folder.exists(): return f"the folder {str(folder)!r} does not exist"
     if not folder.is_dir(): return f"{str(folder)!r} is a file, not a folder"
@@ -175,7 +281,8 @@ def folder_problem(folder):
 
 # %% ../nbs/11_data.ipynb
 def write_atomically(path, write):
-    "Call `write(f)` on a new file beside `path`, then rename it to `path`: readers see the old file or the new, never a part."
+    """Call `write(f)` on a new file beside `path`, then rename it to `path`: readers
+    see the old file or the new, never a part."""
     path = Path(path)
     part = path.with_name(f'.{path.name}.{os.urandom(4).hex()}.part')
     try:
@@ -192,17 +299,28 @@ def progress_bar(total, desc):
 
 # %% ../nbs/11_data.ipynb
 def download_to_temp(url, folder, timeout=30, progress=False):
-    "Stream `url` into a new temporary file in `folder` and return its path; on any error no file is left."
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix='.' + url.rsplit('/', 1)[-1] + '.', suffix='.part')
+    """Stream `url` into a new temporary file in `folder` and return its path; on any
+    error no file is left."""
+    fd, tmp = tempfile.mkstemp(
+        dir=folder, prefix='.' + url.rsplit('/', 1)[-1] + '.', suffix='.part'
+    )
     try:
-        with os.fdopen(fd, 'wb') as f, urllib.request.urlopen(url, timeout=timeout) as r:
+        with os.fdopen(fd, 'wb') as f, urllib.request.urlopen(
+            url, timeout=timeout
+        ) as r:
             total, n = int(r.headers.get('Content-Length') or 0), 0
             bar = progress_bar(total, url.rsplit('/', 1)[-1]) if progress else None
             for chunk in iter(lambda: r.read(1 << 16), b''):
-                f.write(chunk); n += len(chunk)
-                if bar is not None: bar.update(len(chunk))
-            if bar is not None: bar.close()
-            if total and n < total: raise http.client.HTTPException(f"connection closed after {n:,} of {total:,} bytes")
+                f.write(chunk)
+                n += len(chunk)
+                if bar is not None:
+                    bar.update(len(chunk))
+            if bar is not None:
+                bar.close()
+            if total and n < total:
+                raise http.client.HTTPException(
+                    f"connection closed after {n:,} of {total:,} bytes"
+                )
         return Path(tmp)
     except BaseException:
         os.unlink(tmp); raise
@@ -215,19 +333,28 @@ class OfflineError(DownloadError):
     "No mirror could be reached at all."
 
 def unreachable(err):
-    "True if `err` means the server could not be reached (no network, DNS, refused, timeout), not that it answered wrongly."
+    """True if `err` means the server could not be reached (no network, DNS, refused,
+    timeout), not that it answered wrongly."""
     if isinstance(err, urllib.error.HTTPError): return False
     return isinstance(err, (urllib.error.URLError, TimeoutError, ConnectionError))
 
 # %% ../nbs/11_data.ipynb
 def download_verified(name, expected, folder, mirrors, timeout=30, progress=False):
-    "Download `name` from the first mirror that serves it with the `expected` checksums; return the temp file and mirror."
+    """Download `name` from the first mirror that serves it with the `expected`
+    checksums; return the temp file and mirror."""
     problems = []
     for mirror in mirrors:
         url = mirror.rstrip('/') + '/' + name
         try: tmp = download_to_temp(url, folder, timeout, progress)
         except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-            problems.append((url, f"{'unreachable' if unreachable(e) else 'failed'}: {e}", unreachable(e))); continue
+            problems.append(
+                (
+                    url,
+                    f"{'unreachable' if unreachable(e) else 'failed'}: {e}",
+                    unreachable(e),
+                )
+            )
+            continue
         bad = checksum_problem(tmp, expected)
         if bad is None:
             for u, p, _ in problems: warnings.warn(f"{u} {p}; used {url} instead")
@@ -237,74 +364,128 @@ def download_verified(name, expected, folder, mirrors, timeout=30, progress=Fals
 
 # %% ../nbs/11_data.ipynb
 def download_error(name, folder, problems):
-    "The `DownloadError` (or `OfflineError`, if no mirror was reachable) for `name`, listing each mirror's problem."
+    """The `DownloadError` (or `OfflineError`, if no mirror was reachable) for `name`,
+    listing each mirror's problem."""
     listing = ''.join(f"\n  {url}: {p}" for url, p, _ in problems)
-    sample = "load_mnist() without full=True gives the embedded 5,000-image sample, which needs no network."
+    sample = (
+        "load_mnist() without full=True gives the embedded 5,000-image sample, which"
+        " needs no network."
+    )
     if problems and all(off for *_, off in problems):
-        return OfflineError(f"Could not download the full MNIST set: no mirror could be reached for {name}.{listing}\n"
-                            f"Check your network connection and try again. To work offline, {sample}")
-    return DownloadError(f"Could not download an intact copy of {name}; the cache in {folder} was left as it was.{listing}\n"
-                         f"A download cut short or corrupted in transit fails its checksum: try again. If a mirror "
-                         f"keeps serving a wrong file, pass other ones with mirrors=[...]. Meanwhile, {sample}")
+        return OfflineError(
+            "Could not download the full MNIST set: no mirror could be reached for"
+            f" {name}.{listing}\nCheck your network connection and try again. To work"
+            f" offline, {sample}"
+        )
+    return DownloadError(
+        f"Could not download an intact copy of {name}; the cache in {folder} was left"
+        f" as it was.{listing}\nA download cut short or corrupted in transit fails its"
+        " checksum: try again. If a mirror keeps serving a wrong file, pass other ones"
+        f" with mirrors=[...]. Meanwhile, {sample}"
+    )
 
 # %% ../nbs/11_data.ipynb
 def cached(path, expected):
-    "True if `path` exists and has the `expected` checksums; warn if it exists but does not."
+    """True if `path` exists and has the `expected` checksums; warn if it exists but
+    does not."""
     if not path.exists(): return False
     bad = checksum_problem(path, expected)
-    if bad: warnings.warn(f"cached {path} does not match its checksum ({bad}); downloading it again")
+    if bad:
+        warnings.warn(
+            f"cached {path} does not match its checksum ({bad}); downloading it again"
+        )
     return bad is None
 
 # %% ../nbs/11_data.ipynb
 def discard(paths):
-    "Delete the files among `paths` and those of its folders that are empty, deepest first."
+    """Delete the files among `paths` and those of its folders that are empty, deepest
+    first."""
     for p in paths:
         if p.is_file(): p.unlink()
         elif p.is_dir() and not any(p.iterdir()): p.rmdir()
 
 # %% ../nbs/11_data.ipynb
 def check_mirror(url):
-    "`url` if it can be a mirror (an http, https, ftp or file URL), else a `ValueError` that shows what one looks like."
+    """`url` if it can be a mirror (an http, https, ftp or file URL), else a
+    `ValueError` that shows what one looks like."""
     parts = urllib.parse.urlsplit(url) if isinstance(url, str) else None
-    if parts is None or parts.scheme not in ('http', 'https', 'ftp', 'file') or (parts.scheme != 'file' and not parts.netloc):
-        raise ValueError(f"mirror {url!r} is not a URL: give the address of a folder with the MNIST files, like {MNIST_MIRRORS[0]!r}")
+    if (
+        parts is None
+        or parts.scheme not in ('http', 'https', 'ftp', 'file')
+        or (parts.scheme != 'file' and not parts.netloc)
+    ):
+        raise ValueError(
+            f"mirror {url!r} is not a URL: give the address of a folder with the MNIST"
+            f" files, like {MNIST_MIRRORS[0]!r}"
+        )
     return url
 
 def check_download_options(mirrors, timeout, progress):
-    "The `mirrors` as a new list (the usual ones for None); a clear error for a bad mirror or timeout, or a bar without tqdm."
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
-        raise ValueError(f"timeout should be a positive number of seconds, got {timeout!r}")
+    """The `mirrors` as a new list (the usual ones for None); a clear error for a bad
+    mirror or timeout, or a bar without tqdm."""
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not 0 < timeout < math.inf
+    ):
+        raise ValueError(
+            f"timeout should be a positive number of seconds, got {timeout!r}"
+        )
     if progress and importlib.util.find_spec('tqdm') is None:
-        raise ImportError("progress=True draws a bar with tqdm, which is not installed: pip install tqdm")
-    if isinstance(mirrors, (str, bytes)): raise TypeError(f"mirrors should be a list of URLs, not a string: mirrors=[{mirrors!r}]")
+        raise ImportError(
+            "progress=True draws a bar with tqdm, which is not installed: pip install"
+            " tqdm"
+        )
+    if isinstance(mirrors, (str, bytes)):
+        raise TypeError(
+            f"mirrors should be a list of URLs, not a string: mirrors=[{mirrors!r}]"
+        )
     mirrors = list(MNIST_MIRRORS if mirrors is None else mirrors)
-    if not mirrors: raise ValueError("mirrors is empty: give at least one URL, or None for the usual mirrors")
+    if not mirrors:
+        raise ValueError(
+            "mirrors is empty: give at least one URL, or None for the usual mirrors"
+        )
     return [check_mirror(m) for m in mirrors]
 
 # %% ../nbs/11_data.ipynb
 def cache_error(folder, problem):
-    "The `OSError` for a cache folder that cannot take the downloads, saying where else to put them."
-    return OSError(f"cannot keep the MNIST downloads in {str(folder)!r} ({problem}): pass cache_dir= a folder "
-                   f"you can write to, or set $FROMSCRATCH_CACHE to one")
+    """The `OSError` for a cache folder that cannot take the downloads, saying where
+    else to put them."""
+    return OSError(
+        f"cannot keep the MNIST downloads in {str(folder)!r} ({problem}): pass"
+        " cache_dir= a folder you can write to, or set $FROMSCRATCH_CACHE to one"
+    )
 
 def make_folder(folder):
-    "Create `folder` with its missing parents and return the ones it created; a clear `OSError` if it cannot."
+    """Create `folder` with its missing parents and return the ones it created; a clear
+    `OSError` if it cannot."""
     created = [p for p in (folder, *folder.parents) if not p.exists()]
-    try: folder.mkdir(parents=True, exist_ok=True)
-    except OSError as e: raise cache_error(folder, f"cannot create it: {e.strerror}") from None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise cache_error(folder, f"cannot create it: {e.strerror}") from None
     return created
 
 # %% ../nbs/11_data.ipynb
 def fetch_mnist(cache_dir=None, mirrors=None, files=None, timeout=30, progress=False):
-    "The arrays in the MNIST `files`, from `cache_dir` or downloaded from `mirrors` and verified; all or nothing."
-    folder, files = Path(cache_dir or default_cache_dir() / 'mnist'), files or MNIST_FILES
+    """The arrays in the MNIST `files`, from `cache_dir` or downloaded from `mirrors`
+    and verified; all or nothing."""
+    folder, files = (
+        Path(cache_dir or default_cache_dir() / 'mnist'),
+        files or MNIST_FILES,
+    )
     mirrors = check_download_options(mirrors, timeout, progress)
     created, arrays, temps = make_folder(folder), {}, {}
     try:
         for name, expected in files.items():
-            if cached(folder / name, expected): arrays[name] = read_idx(folder / name); continue
-            if not temps and (problem := folder_problem(folder)): raise cache_error(folder, problem)
-            temps[name], used = download_verified(name, expected, folder, mirrors, timeout, progress)
+            if cached(folder / name, expected):
+                arrays[name] = read_idx(folder / name)
+                continue
+            if not temps and (problem := folder_problem(folder)):
+                raise cache_error(folder, problem)
+            temps[name], used = download_verified(
+                name, expected, folder, mirrors, timeout, progress
+            )
             mirrors.remove(used); mirrors.insert(0, used)
             arrays[name] = read_idx(temps[name], name)
     except BaseException:
@@ -314,15 +495,20 @@ def fetch_mnist(cache_dir=None, mirrors=None, files=None, timeout=30, progress=F
 
 # %% ../nbs/11_data.ipynb
 class Dataset:
-    "A map-style dataset: `len(ds)` samples and `ds[i]` the i-th one, as in `torch.utils.data.Dataset`."
-    def __getitem__(self, i): raise NotImplementedError(f"{type(self).__name__} must define __getitem__")
-    def __len__(self): raise NotImplementedError(f"{type(self).__name__} must define __len__")
+    """A map-style dataset: `len(ds)` samples and `ds[i]` the i-th one, as in
+    `torch.utils.data.Dataset`."""
+    def __getitem__(self, i):
+        raise NotImplementedError(f"{type(self).__name__} must define __getitem__")
+    def __len__(self):
+        raise NotImplementedError(f"{type(self).__name__} must define __len__")
 
 # %% ../nbs/11_data.ipynb
 class TensorDataset(Dataset):
-    "Samples are the rows of equally long tensors: sample `i` is `(t[i] for t in tensors)`, as torch's `TensorDataset`."
+    """Samples are the rows of equally long tensors: sample `i` is `(t[i] for t in
+    tensors)`, as torch's `TensorDataset`."""
     def __init__(self, *tensors):
-        if any(t.shape[0] != tensors[0].shape[0] for t in tensors): raise AssertionError("Size mismatch between tensors")
+        if any(t.shape[0] != tensors[0].shape[0] for t in tensors):
+            raise AssertionError("Size mismatch between tensors")
         self.tensors = tensors
     def __len__(self): return self.tensors[0].shape[0]
     def __getitem__(self, i): return tuple(t[i] for t in self.tensors)
@@ -330,10 +516,14 @@ class TensorDataset(Dataset):
 
 # %% ../nbs/11_data.ipynb
 class ArrayDataset(Dataset):
-    "Samples are the rows of equally long numpy arrays (tensors are turned into arrays): `TensorDataset` for numpy."
+    """Samples are the rows of equally long numpy arrays (tensors are turned into
+    arrays): `TensorDataset` for numpy."""
     def __init__(self, *arrays):
         if not arrays: raise ValueError("ArrayDataset needs at least one array")
-        self.arrays = tuple(a.detach().numpy() if hasattr(a, 'detach') else np.asarray(a) for a in arrays)
+        self.arrays = tuple(
+            a.detach().numpy() if hasattr(a, 'detach') else np.asarray(a)
+            for a in arrays
+        )
         if any(len(a) != len(self.arrays[0]) for a in self.arrays): raise ValueError(
             f"Size mismatch between arrays: lengths {[len(a) for a in self.arrays]}")
     def __len__(self): return len(self.arrays[0])
@@ -342,8 +532,10 @@ class ArrayDataset(Dataset):
 
 # %% ../nbs/11_data.ipynb
 class Sampler:
-    "Base class: iterating a sampler yields the indices of one epoch, as `torch.utils.data.Sampler`."
-    def __iter__(self): raise NotImplementedError(f"{type(self).__name__} must define __iter__")
+    """Base class: iterating a sampler yields the indices of one epoch, as
+    `torch.utils.data.Sampler`."""
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__} must define __iter__")
 
 class SequentialSampler(Sampler):
     "The indices `0, 1, ..., len(data_source) - 1`, in order."
@@ -353,36 +545,73 @@ class SequentialSampler(Sampler):
 
 # %% ../nbs/11_data.ipynb
 def numpy_rng(generator):
-    "The numpy generator to draw from: `generator`'s, or for None a new one seeded from fromscratch's global generator."
-    if generator is None: return Generator(int(randint(0, 2**63 - 1, (1,)).item())).numpy
+    """The numpy generator to draw from: `generator`'s, or for None a new one seeded
+    from fromscratch's global generator."""
+    if generator is None:
+        return Generator(int(randint(0, 2**63 - 1, (1,)).item())).numpy
     return generator if isinstance(generator, np.random.Generator) else generator.numpy
 
 # %% ../nbs/11_data.ipynb
 class RandomSampler(Sampler):
-    "The indices in a new random order each epoch; `num_samples` of them, with or without `replacement`."
-    def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
-        self.data_source, self.replacement, self._num_samples, self.generator = data_source, replacement, num_samples, generator
-        if not isinstance(replacement, bool): raise TypeError(f"replacement should be a boolean value, but got replacement={replacement}")
+    """The indices in a new random order each epoch; `num_samples` of them, with or
+    without `replacement`."""
+    def __init__(
+        self, data_source, replacement=False, num_samples=None, generator=None
+    ):
+        self.data_source, self.replacement, self._num_samples, self.generator = (
+            data_source,
+            replacement,
+            num_samples,
+            generator,
+        )
+        if not isinstance(replacement, bool):
+            raise TypeError(
+                "replacement should be a boolean value, but got"
+                f" replacement={replacement}"
+            )
         if not isinstance(self.num_samples, int) or self.num_samples <= 0:
-            raise ValueError(f"num_samples should be a positive integer value, but got num_samples={self.num_samples}")
+            raise ValueError(
+                "num_samples should be a positive integer value, but got"
+                f" num_samples={self.num_samples}"
+            )
     @property
-    def num_samples(self): return len(self.data_source) if self._num_samples is None else self._num_samples
+    def num_samples(self):
+        return len(self.data_source) if self._num_samples is None else self._num_samples
     def __len__(self): return self.num_samples
     def __iter__(self):
         n, rng = len(self.data_source), numpy_rng(self.generator)
-        if self.replacement: yield from rng.integers(0, n, self.num_samples).tolist(); return
+        if self.replacement:
+            yield from rng.integers(0, n, self.num_samples).tolist()
+            return
         for _ in range(self.num_samples // n): yield from rng.permutation(n).tolist()
-        if self.num_samples % n: yield from rng.permutation(n)[:self.num_samples % n].tolist()
+        if self.num_samples % n:
+            yield from rng.permutation(n)[: self.num_samples % n].tolist()
 
 # %% ../nbs/11_data.ipynb
 class BatchSampler(Sampler):
-    "The indices of `sampler` in lists of `batch_size`; a short last list is dropped if `drop_last`."
+    """The indices of `sampler` in lists of `batch_size`; a short last list is dropped
+    if `drop_last`."""
     def __init__(self, sampler, batch_size, drop_last):
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"batch_size should be a positive integer value, but got batch_size={batch_size}")
-        if not isinstance(drop_last, bool): raise ValueError(f"drop_last should be a boolean value, but got drop_last={drop_last}")
+        if (
+            isinstance(batch_size, bool)
+            or not isinstance(batch_size, int)
+            or batch_size <= 0
+        ):
+            raise ValueError(
+                "batch_size should be a positive integer value, but got"
+                f" batch_size={batch_size}"
+            )
+        if not isinstance(drop_last, bool):
+            raise ValueError(
+                f"drop_last should be a boolean value, but got drop_last={drop_last}"
+            )
         self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
-    def __len__(self): return len(self.sampler) // self.batch_size if self.drop_last else -(-len(self.sampler) // self.batch_size)
+    def __len__(self):
+        return (
+            len(self.sampler) // self.batch_size
+            if self.drop_last
+            else -(-len(self.sampler) // self.batch_size)
+        )
     def __iter__(self):
         batch = []
         for i in self.sampler:
@@ -391,10 +620,14 @@ class BatchSampler(Sampler):
         if batch and not self.drop_last: yield batch
 
 # %% ../nbs/11_data.ipynb
-COLLATE_ERROR = "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found {}"
+COLLATE_ERROR = (
+    "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or"
+    " lists; found {}"
+)
 
 def default_collate(batch):
-    "Stack a list of samples into a batch, as torch's: tensors, arrays and numbers stacked; dicts and sequences field by field."
+    """Stack a list of samples into a batch, as torch's: tensors, arrays and numbers
+    stacked; dicts and sequences field by field."""
     elem = batch[0]
     if isinstance(elem, Tensor): return stack(batch)
     if isinstance(elem, (str, bytes)): return batch
@@ -408,82 +641,168 @@ def default_collate(batch):
 
 # %% ../nbs/11_data.ipynb
 def collate_fields(batch):
-    "Collate samples that are dicts or sequences field by field: a dict of batches, a namedtuple, or a list."
+    """Collate samples that are dicts or sequences field by field: a dict of batches, a
+    namedtuple, or a list."""
     elem = batch[0]
-    if isinstance(elem, Mapping): fields = {key: default_collate([s[key] for s in batch]) for key in elem}
-    elif isinstance(elem, tuple) and hasattr(elem, '_fields'): return type(elem)(*(default_collate(f) for f in zip(*batch)))
+    if isinstance(elem, Mapping):
+        fields = {key: default_collate([s[key] for s in batch]) for key in elem}
+    elif isinstance(elem, tuple) and hasattr(elem, '_fields'):
+        return type(elem)(*(default_collate(f) for f in zip(*batch)))
     else:
-        if any(len(s) != len(elem) for s in batch): raise RuntimeError("each element in list of batch should be of equal size")
+        if any(len(s) != len(elem) for s in batch):
+            raise RuntimeError("each element in list of batch should be of equal size")
         fields = [default_collate(f) for f in zip(*batch)]
-        if isinstance(elem, tuple): return fields
+        if isinstance(elem, tuple):
+            return fields
     try: return type(elem)(fields)
     except TypeError: return fields
 
 # %% ../nbs/11_data.ipynb
 def default_convert(data):
-    "Turn the numpy arrays in an already stacked batch (also inside dicts, tuples and lists) into tensors, as torch's."
-    if isinstance(data, (np.ndarray, np.bool_, np.number)): return data if data.dtype.kind in 'SUO' else tensor(np.asarray(data))
-    if isinstance(data, (Tensor, str, bytes)) or not isinstance(data, (Mapping, Sequence)): return data
-    if isinstance(data, Mapping): converted = {key: default_convert(v) for key, v in data.items()}
-    elif isinstance(data, tuple) and hasattr(data, '_fields'): return type(data)(*(default_convert(d) for d in data))
+    """Turn the numpy arrays in an already stacked batch (also inside dicts, tuples and
+    lists) into tensors, as torch's."""
+    if isinstance(data, (np.ndarray, np.bool_, np.number)):
+        return data if data.dtype.kind in 'SUO' else tensor(np.asarray(data))
+    if isinstance(data, (Tensor, str, bytes)) or not isinstance(
+        data, (Mapping, Sequence)
+    ):
+        return data
+    if isinstance(data, Mapping):
+        converted = {key: default_convert(v) for key, v in data.items()}
+    elif isinstance(data, tuple) and hasattr(data, '_fields'):
+        return type(data)(*(default_convert(d) for d in data))
     else:
         converted = [default_convert(d) for d in data]
-        if isinstance(data, tuple): return converted
+        if isinstance(data, tuple):
+            return converted
     try: return type(data)(converted)
     except TypeError: return converted
 
 # %% ../nbs/11_data.ipynb
 def fetch_batch(dataset, indices, collate_fn=default_collate):
-    "The collated samples of `dataset` at `indices`: one `dataset.batch` call if it has one, else one `dataset[i]` each."
-    if collate_fn is default_collate and hasattr(dataset, 'batch'): return default_convert(dataset.batch(np.asarray(indices)))
+    """The collated samples of `dataset` at `indices`: one `dataset.batch` call if it
+    has one, else one `dataset[i]` each."""
+    if collate_fn is default_collate and hasattr(dataset, 'batch'):
+        return default_convert(dataset.batch(np.asarray(indices)))
     return collate_fn([dataset[i] for i in indices])
 
 # %% ../nbs/11_data.ipynb
-def loader_samplers(dataset, batch_size, shuffle, sampler, batch_sampler, drop_last, generator):
-    "The sampler and the batch sampler (None without batching) a `DataLoader` reads, checked as torch checks them."
-    if sampler is not None and shuffle: raise ValueError("sampler option is mutually exclusive with shuffle")
-    if batch_sampler is not None and (batch_size != 1 or shuffle or sampler is not None or drop_last):
-        raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last")
+def loader_samplers(
+    dataset, batch_size, shuffle, sampler, batch_sampler, drop_last, generator
+):
+    """The sampler and the batch sampler (None without batching) a `DataLoader` reads,
+    checked as torch checks them."""
+    if sampler is not None and shuffle:
+        raise ValueError("sampler option is mutually exclusive with shuffle")
+    if batch_sampler is not None and (
+        batch_size != 1 or shuffle or sampler is not None or drop_last
+    ):
+        raise ValueError(
+            "batch_sampler option is mutually exclusive with batch_size, shuffle,"
+            " sampler, and drop_last"
+        )
     if batch_sampler is None and batch_size is None and drop_last:
-        raise ValueError("batch_size=None option disables auto-batching and is mutually exclusive with drop_last")
-    if sampler is None: sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
-    if batch_sampler is None and batch_size is not None: batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        raise ValueError(
+            "batch_size=None option disables auto-batching and is mutually exclusive"
+            " with drop_last"
+        )
+    if sampler is None:
+        sampler = (
+            RandomSampler(dataset, generator=generator)
+            if shuffle
+            else SequentialSampler(dataset)
+        )
+    if batch_sampler is None and batch_size is not None:
+        batch_sampler = BatchSampler(sampler, batch_size, drop_last)
     return sampler, batch_sampler
 
 # %% ../nbs/11_data.ipynb
 def check_worker_options(num_workers, timeout, prefetch_factor, persistent_workers):
-    "torch's checks of the worker-process options (which change nothing else here: our batches are made in this process)."
-    if num_workers < 0: raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable multiprocessing.")
+    """torch's checks of the worker-process options (which change nothing else here: our
+    batches are made in this process)."""
+    if num_workers < 0:
+        raise ValueError(
+            "num_workers option should be non-negative; use num_workers=0 to disable"
+            " multiprocessing."
+        )
     if timeout < 0: raise ValueError("timeout option should be non-negative")
-    if num_workers == 0 and prefetch_factor is not None: raise ValueError(
-        "prefetch_factor option could only be specified in multiprocessing.let num_workers > 0 to enable multiprocessing, "
-        "otherwise set prefetch_factor to None.")
-    if prefetch_factor is not None and prefetch_factor < 0: raise ValueError("prefetch_factor option should be non-negative")
-    if persistent_workers and num_workers == 0: raise ValueError("persistent_workers option needs num_workers > 0")
+    if num_workers == 0 and prefetch_factor is not None:
+        raise ValueError(
+            "prefetch_factor option could only be specified in multiprocessing.let"
+            " num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor"
+            " to None."
+        )
+    if prefetch_factor is not None and prefetch_factor < 0:
+        raise ValueError("prefetch_factor option should be non-negative")
+    if persistent_workers and num_workers == 0:
+        raise ValueError("persistent_workers option needs num_workers > 0")
 
 def seed_generator(seed):
-    "The generator for `DataLoader(seed=...)`: a new one for a non-negative integer, a numpy `Generator` as it is."
+    """The generator for `DataLoader(seed=...)`: a new one for a non-negative integer, a
+    numpy `Generator` as it is."""
     if isinstance(seed, np.random.Generator): return seed
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed should be a non-negative integer or a numpy Generator, but got seed={seed!r}")
+        raise ValueError(
+            "seed should be a non-negative integer or a numpy Generator, but got"
+            f" seed={seed!r}"
+        )
     return Generator().manual_seed(int(seed))
 
 # %% ../nbs/11_data.ipynb
 class DataLoader:
-    "Batches of `dataset`: indices from a sampler, grouped by a batch sampler, fetched and collated, as torch's `DataLoader`."
-    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0, collate_fn=None,
-                 pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None, multiprocessing_context=None, generator=None,
-                 *, prefetch_factor=None, persistent_workers=False, pin_memory_device='', in_order=True, seed=None):
+    """Batches of `dataset`: indices from a sampler, grouped by a batch sampler, fetched
+    and collated, as torch's `DataLoader`."""
+    def __init__(
+        self,
+        dataset,
+        batch_size=1,
+        shuffle=None,
+        sampler=None,
+        batch_sampler=None,
+        num_workers=0,
+        collate_fn=None,
+        pin_memory=False,
+        drop_last=False,
+        timeout=0,
+        worker_init_fn=None,
+        multiprocessing_context=None,
+        generator=None,
+        *,
+        prefetch_factor=None,
+        persistent_workers=False,
+        pin_memory_device='',
+        in_order=True,
+        seed=None
+    ):
         check_worker_options(num_workers, timeout, prefetch_factor, persistent_workers)
-        if seed is not None: generator = seed_generator(seed)
-        self.sampler, self.batch_sampler = loader_samplers(dataset, batch_size, shuffle, sampler, batch_sampler, drop_last, generator)
-        self.dataset, self.generator, self.num_workers, self.pin_memory = dataset, generator, num_workers, pin_memory
-        self.batch_size, self.drop_last = (batch_size, drop_last) if batch_sampler is None else (None, False)
-        self.collate_fn = collate_fn or (default_collate if self.batch_sampler is not None else default_convert)
-    def __len__(self): return len(self.batch_sampler if self.batch_sampler is not None else self.sampler)
+        if seed is not None:
+            generator = seed_generator(seed)
+        self.sampler, self.batch_sampler = loader_samplers(
+            dataset, batch_size, shuffle, sampler, batch_sampler, drop_last, generator
+        )
+        self.dataset, self.generator, self.num_workers, self.pin_memory = (
+            dataset,
+            generator,
+            num_workers,
+            pin_memory,
+        )
+        self.batch_size, self.drop_last = (
+            (batch_size, drop_last) if batch_sampler is None else (None, False)
+        )
+        self.collate_fn = collate_fn or (
+            default_collate if self.batch_sampler is not None else default_convert
+        )
+    def __len__(self):
+        return len(
+            self.batch_sampler if self.batch_sampler is not None else self.sampler
+        )
     def __iter__(self):
-        if self.batch_sampler is None: return (self.collate_fn(self.dataset[i]) for i in self.sampler)
-        return (fetch_batch(self.dataset, indices, self.collate_fn) for indices in self.batch_sampler)
+        if self.batch_sampler is None:
+            return (self.collate_fn(self.dataset[i]) for i in self.sampler)
+        return (
+            fetch_batch(self.dataset, indices, self.collate_fn)
+            for indices in self.batch_sampler
+        )
 
 # %% ../nbs/11_data.ipynb
 class Subset(Dataset):
@@ -491,27 +810,47 @@ class Subset(Dataset):
     def __init__(self, dataset, indices): self.dataset, self.indices = dataset, indices
     def __len__(self): return len(self.indices)
     def __getitem__(self, i):
-        return self.dataset[[self.indices[j] for j in i]] if isinstance(i, list) else self.dataset[self.indices[i]]
+        return (
+            self.dataset[[self.indices[j] for j in i]]
+            if isinstance(i, list)
+            else self.dataset[self.indices[i]]
+        )
     def batch(self, indices):
-        "The samples at `indices` stacked: with the dataset's own `batch` if it has one, else sample by sample."
+        """The samples at `indices` stacked: with the dataset's own `batch` if it has
+        one, else sample by sample."""
         picked = np.asarray(self.indices)[indices]
         if hasattr(self.dataset, 'batch'): return self.dataset.batch(picked)
         return default_collate([self.dataset[i] for i in picked.tolist()])
 
 # %% ../nbs/11_data.ipynb
 def split_lengths(n, fractions):
-    "Whole lengths for `fractions` of `n` items: each rounded down, what is left handed out one by one from the first."
+    """Whole lengths for `fractions` of `n` items: each rounded down, what is left
+    handed out one by one from the first."""
     for i, f in enumerate(fractions):
-        if f < 0 or f > 1: raise ValueError(f"Fraction at index {i} is not between 0 and 1")
+        if f < 0 or f > 1:
+            raise ValueError(f"Fraction at index {i} is not between 0 and 1")
     lengths = [math.floor(n * f) for f in fractions]
     for i in range(n - sum(lengths)): lengths[i % len(lengths)] += 1
     for i, length in enumerate(lengths):
-        if length == 0: warnings.warn(f"Length of split at index {i} is 0. This might result in an empty dataset.", stacklevel=3)
+        if length == 0:
+            warnings.warn(
+                f"Length of split at index {i} is 0. This might result in an empty"
+                " dataset.",
+                stacklevel=3,
+            )
     return lengths
 
 def random_split(dataset, lengths, generator=default_generator):
-    "Non-overlapping random `Subset`s of `dataset` of the given `lengths` (whole numbers, or fractions adding up to 1)."
-    if math.isclose(sum(lengths), 1) and sum(lengths) <= 1: lengths = split_lengths(len(dataset), lengths)
-    if sum(lengths) != len(dataset): raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
+    """Non-overlapping random `Subset`s of `dataset` of the given `lengths` (whole
+    numbers, or fractions adding up to 1)."""
+    if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
+        lengths = split_lengths(len(dataset), lengths)
+    if sum(lengths) != len(dataset):
+        raise ValueError(
+            "Sum of input lengths does not equal the length of the input dataset!"
+        )
     order = numpy_rng(generator).permutation(len(dataset)).tolist()
-    return [Subset(dataset, order[end - n:end]) for end, n in zip(itertools.accumulate(lengths), lengths)]
+    return [
+        Subset(dataset, order[end - n : end])
+        for end, n in zip(itertools.accumulate(lengths), lengths)
+    ]

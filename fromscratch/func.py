@@ -21,20 +21,35 @@ import math
 
 import numpy as np
 
-from .core import Tensor, AccumulateGrad, enable_grad, grad as autograd_grad, forward_mode
+from fromscratch.core import (
+    Tensor,
+    AccumulateGrad,
+    enable_grad,
+    grad as autograd_grad,
+    forward_mode,
+)
 from .ops import Clone, stack
-from .autograd.forward_ad import dual_level, make_dual, unpack_dual, UnpackedDualTensor, transforms as interposers
+from fromscratch.autograd.forward_ad import (
+    dual_level,
+    make_dual,
+    unpack_dual,
+    UnpackedDualTensor,
+    transforms as interposers,
+)
 
 # %% ../nbs/15_func.ipynb
 def tree_flatten(tree):
-    "The tensors and other leaves of nested tuples, lists and dicts, and a function that rebuilds the structure from new leaves."
+    """The tensors and other leaves of nested tuples, lists and dicts, and a function
+    that rebuilds the structure from new leaves."""
     if isinstance(tree, (tuple, list)):
         parts = [tree_flatten(t) for t in tree]
         leaves = [l for ls, _ in parts for l in ls]
         def build(new, parts=parts, kind=type(tree)):
             out, i = [], 0
             for ls, b in parts: out.append(b(new[i:i + len(ls)])); i += len(ls)
-            return kind(out) if kind in (tuple, list) else kind(*out)   # a named tuple takes its fields one by one
+            return (
+                kind(out) if kind in (tuple, list) else kind(*out)
+            )  # a named tuple takes its fields one by one
         return leaves, build
     if isinstance(tree, dict):
         leaves, build = tree_flatten(list(tree.values()))
@@ -48,7 +63,8 @@ def tree_map(f, tree):
 
 # %% ../nbs/15_func.ipynb
 class Transforms:
-    "How many function transforms are running, and the fresh leaves they made (the outermost one hands back results without them)."
+    """How many function transforms are running, and the fresh leaves they made (the
+    outermost one hands back results without them)."""
     def __init__(self): self.depth, self.fresh = 0, []
 
 transforms = Transforms()
@@ -59,36 +75,55 @@ def transform():
     transforms.depth += 1
     try: yield
     except BaseException:
-        if transforms.depth == 1: transforms.fresh = []        # nobody will finish this call
+        if transforms.depth == 1:
+            transforms.fresh = []  # nobody will finish this call
         raise
     finally: transforms.depth -= 1
 
 def is_float(t): return isinstance(t, Tensor) and t.array.dtype.kind in 'fc'
 
 def fresh_input(t):
-    "A differentiable copy of a float tensor, the variable a transform differentiates by: a leaf, or a node if `t` has a history."
+    """A differentiable copy of a float tensor, the variable a transform differentiates
+    by: a leaf, or a node if `t` has a history."""
     if not is_float(t): return t
-    if interposers.vmaps: t = batched_everywhere(t)    # under vmap: one variable per sample (see vmap, below)
-    x = Clone.apply(t)                 # carries `t`'s tangent in forward mode, and its history in reverse mode
+    if interposers.vmaps:
+        t = batched_everywhere(
+            t
+        )  # under vmap: one variable per sample (see vmap, below)
+    x = Clone.apply(
+        t
+    )  # carries `t`'s tangent in forward mode, and its history in reverse mode
     if x.requires_grad: return x
     x.requires_grad_()
     leaf = x
-    while type(leaf) is not Tensor: leaf = leaf.value    # under vmap: the plain tensor under the batching wrappers
+    while type(leaf) is not Tensor:
+        leaf = leaf.value  # under vmap: the plain tensor under the batching wrappers
     transforms.fresh.append(leaf)
     return x
 
 # %% ../nbs/15_func.ipynb
 def finish(tree, inputs, own=()):
-    "What the outermost transform hands back: each tensor without the history that only the transforms' own leaves (and `own`) gave it."
-    if transforms.depth:                         # an enclosing transform finishes: it must know `own` too
-        transforms.fresh.extend(own); return tree
+    """What the outermost transform hands back: each tensor without the history that
+    only the transforms' own leaves (and `own`) gave it."""
+    if transforms.depth:  # an enclosing transform finishes: it must know `own` too
+        transforms.fresh.extend(own)
+        return tree
     own, transforms.fresh = [*transforms.fresh, *own], []
-    if forward_mode.level is not None or any(isinstance(t, Tensor) and t.requires_grad for t in tree_flatten(inputs)[0]): return tree
+    if forward_mode.level is not None or any(
+        isinstance(t, Tensor) and t.requires_grad for t in tree_flatten(inputs)[0]
+    ):
+        return tree
     ids = {id(x) for x in own}
-    return tree_map(lambda t: t if not isinstance(t, Tensor) or reaches_outside(t, ids) else t.detach(), tree)
+    return tree_map(
+        lambda t: (
+            t if not isinstance(t, Tensor) or reaches_outside(t, ids) else t.detach()
+        ),
+        tree,
+    )
 
 def reaches_outside(t, own):
-    "Whether the history of `t` leads to a leaf that requires grad and is not one of the transforms' own (`own`: their ids)."
+    """Whether the history of `t` leads to a leaf that requires grad and is not one of
+    the transforms' own (`own`: their ids)."""
     if not t.requires_grad: return False
     if t.grad_fn is None: return id(t) not in own
     stack, seen = [t.grad_fn], set()
@@ -101,30 +136,54 @@ def reaches_outside(t, own):
         else: stack.extend(f for f, _ in fn.next_functions)
     return False
 
-def zeros_like(t): return t * 0 if interposers.vmaps else Tensor(np.zeros_like(t.array))   # (under vmap: batched like t)
+def zeros_like(t):
+    return (
+        t * 0 if interposers.vmaps else Tensor(np.zeros_like(t.array))
+    )  # (under vmap: batched like t)
 
 def gradients(out, inputs, seed=None):
-    "The gradients of `out` (seeded with `seed`) for each of the tensors `inputs`: recorded, and zeros where unused."
+    """The gradients of `out` (seeded with `seed`) for each of the tensors `inputs`:
+    recorded, and zeros where unused."""
     outs = list(out) if isinstance(out, (list, tuple)) else [out]
-    seeds = [None] * len(outs) if seed is None else list(seed) if isinstance(seed, (list, tuple)) else [seed]
-    kept = [(o, s) for o, s in zip(outs, seeds) if o.requires_grad]    # an output that does not depend on the inputs adds nothing
+    seeds = (
+        [None] * len(outs)
+        if seed is None
+        else list(seed) if isinstance(seed, (list, tuple)) else [seed]
+    )
+    kept = [
+        (o, s) for o, s in zip(outs, seeds) if o.requires_grad
+    ]  # an output that does not depend on the inputs adds nothing
     if not kept: return [zeros_like(x) for x in inputs]
-    if interposers.vmaps: return batched_gradients([o for o, _ in kept], inputs, [s for _, s in kept])
-    grads = autograd_grad([o for o, _ in kept], inputs, [s for _, s in kept], retain_graph=True, create_graph=True, allow_unused=True)
+    if interposers.vmaps:
+        return batched_gradients([o for o, _ in kept], inputs, [s for _, s in kept])
+    grads = autograd_grad(
+        [o for o, _ in kept],
+        inputs,
+        [s for _, s in kept],
+        retain_graph=True,
+        create_graph=True,
+        allow_unused=True,
+    )
     return [zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
 
 # %% ../nbs/15_func.ipynb
 def check_argnums(argnums, n):
-    "`argnums` as a tuple of positions among `n` arguments, checked as torch.func checks it."
+    """`argnums` as a tuple of positions among `n` arguments, checked as torch.func
+    checks it."""
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     if not nums: raise RuntimeError("argnums must be non-empty")
     for i in nums:
-        if not isinstance(i, int): raise RuntimeError(f"argnums must be int or Tuple[int, ...], got: {type(i)}")
-        if not -n <= i < n: raise RuntimeError(f"Got argnums={i}, but only {n} positional inputs")
+        if not isinstance(i, int):
+            raise RuntimeError(
+                f"argnums must be int or Tuple[int, ...], got: {type(i)}"
+            )
+        if not -n <= i < n:
+            raise RuntimeError(f"Got argnums={i}, but only {n} positional inputs")
     return tuple(i % n for i in nums)
 
 def with_fresh(args, nums):
-    "The arguments with a fresh differentiable copy at the positions `nums`; those copies, flattened, per position."
+    """The arguments with a fresh differentiable copy at the positions `nums`; those
+    copies, flattened, per position."""
     args, fresh = list(args), []
     for i in nums:
         args[i] = tree_map(fresh_input, args[i])
@@ -136,20 +195,31 @@ def split_aux(out, has_aux, name):
     "`out`, or the pair (output, aux) that a function with `has_aux=True` must return."
     if not has_aux: return out, None
     if not (isinstance(out, tuple) and len(out) == 2):
-        raise RuntimeError(f"{name}(f)(*args): output of function f should be a tuple: (output, aux) if has_aux is True")
+        raise RuntimeError(
+            f"{name}(f)(*args): output of function f should be a tuple: (output, aux)"
+            " if has_aux is True"
+        )
     return out
 
 def check_scalar(value):
-    "torch.func's errors for a function to differentiate that does not return one number."
+    """torch.func's errors for a function to differentiate that does not return one
+    number."""
     if not isinstance(value, Tensor):
-        raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a Tensor, got {type(value)}")
+        raise RuntimeError(
+            "grad_and_value(f)(*args): Expected f(*args) to return a Tensor, got"
+            f" {type(value)}"
+        )
     if value.array.ndim != 0:
-        raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got tensor with "
-                           f"{value.array.ndim} dims. Maybe you wanted to use the vjp or jacrev APIs instead?")
+        raise RuntimeError(
+            "grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor,"
+            f" got tensor with {value.array.ndim} dims. Maybe you wanted to use the vjp"
+            " or jacrev APIs instead?"
+        )
 
 # %% ../nbs/15_func.ipynb
 def grad_and_value(func, argnums=0, has_aux=False):
-    "A function that returns the gradient of `func` (a scalar) with respect to argument `argnums`, and `func`'s value."
+    """A function that returns the gradient of `func` (a scalar) with respect to
+    argument `argnums`, and `func`'s value."""
     def wrapper(*args, **kwargs):
         nums = check_argnums(argnums, len(args))
         with transform(), enable_grad():
@@ -157,42 +227,61 @@ def grad_and_value(func, argnums=0, has_aux=False):
             out = func(*inner, **kwargs)
             value, aux = split_aux(out, has_aux, 'grad_and_value')
             check_scalar(value)
-            grads = gradients(value, [x for leaves, _ in fresh for x in leaves if is_float(x)])
+            grads = gradients(
+                value, [x for leaves, _ in fresh for x in leaves if is_float(x)]
+            )
         result = []
         for leaves, build in fresh:
-            result.append(build([grads.pop(0) if is_float(x) else None for x in leaves]))
+            result.append(
+                build([grads.pop(0) if is_float(x) else None for x in leaves])
+            )
         g = result[0] if isinstance(argnums, int) else tuple(result)
         return finish((g, (value, aux) if has_aux else value), args)
     return wrapper
 
 def grad(func, argnums=0, has_aux=False):
-    "A function that returns the gradient of `func` (a scalar) with respect to argument `argnums` (and `aux` if `has_aux`)."
+    """A function that returns the gradient of `func` (a scalar) with respect to
+    argument `argnums` (and `aux` if `has_aux`)."""
     gv = grad_and_value(func, argnums, has_aux)
     def wrapper(*args, **kwargs):
-        g, (value, aux) = gv(*args, **kwargs) if has_aux else (lambda r: (r[0], (r[1], None)))(gv(*args, **kwargs))
+        g, (value, aux) = (
+            gv(*args, **kwargs)
+            if has_aux
+            else (lambda r: (r[0], (r[1], None)))(gv(*args, **kwargs))
+        )
         return (g, aux) if has_aux else g
     return wrapper
 
 # %% ../nbs/15_func.ipynb
 def vjp(func, *primals, has_aux=False):
-    "`func(*primals)` and `vjp_fn`, which maps a cotangent v of the output to vᵀJ, one result per primal."
+    """`func(*primals)` and `vjp_fn`, which maps a cotangent v of the output to vᵀJ, one
+    result per primal."""
     with transform(), enable_grad():
         start = len(transforms.fresh)
         inner = tree_map(fresh_input, primals)
-        mine = transforms.fresh[start:]          # vjp_fn, called later, hands back results without these
+        mine = transforms.fresh[
+            start:
+        ]  # vjp_fn, called later, hands back results without these
         out, aux = split_aux(func(*inner), has_aux, 'vjp')
     ins, outs = [x for x in tree_flatten(inner)[0] if is_float(x)], tree_flatten(out)[0]
     def vjp_fn(cotangents):
-        "vᵀJ for the cotangent `cotangents` (the output's structure), one entry per primal."
-        with transform(), enable_grad(): grads = gradients(outs, ins, tree_flatten(cotangents)[0])
+        """vᵀJ for the cotangent `cotangents` (the output's structure), one entry per
+        primal."""
+        with transform(), enable_grad():
+            grads = gradients(outs, ins, tree_flatten(cotangents)[0])
         leaves, build = tree_flatten(inner)
-        return finish(build([grads.pop(0) if is_float(x) else None for x in leaves]), primals, mine)
+        return finish(
+            build([grads.pop(0) if is_float(x) else None for x in leaves]),
+            primals,
+            mine,
+        )
     result = finish(out, primals, mine)
     return (result, vjp_fn, finish(aux, primals, mine)) if has_aux else (result, vjp_fn)
 
 # %% ../nbs/15_func.ipynb
 def dual_of(x, t):
-    "`make_dual(x, t)`; under vmap, on the batched values underneath (see vmap below), the tangent batched like `x`."
+    """`make_dual(x, t)`; under vmap, on the batched values underneath (see vmap below),
+    the tangent batched like `x`."""
     if not interposers.vmaps: return make_dual(x, t)
     x = batched_everywhere(x)
     px, levels = unwrap_all(x)
@@ -204,70 +293,134 @@ def primal_and_tangent(y):
     if not interposers.vmaps or not isinstance(y, Tensor): return unpack_dual(y)
     py, levels = unwrap_all(y)
     p, t = unpack_dual(py)
-    return UnpackedDualTensor(wrap_all(p, levels), None if t is None else wrap_all(t, levels))
+    return UnpackedDualTensor(
+        wrap_all(p, levels), None if t is None else wrap_all(t, levels)
+    )
 
 # %% ../nbs/15_func.ipynb
 def jvp(func, primals, tangents, *, has_aux=False):
-    "`func(*primals)` and Jv, its derivative in the direction `tangents`: one forward-mode pass."
+    """`func(*primals)` and Jv, its derivative in the direction `tangents`: one
+    forward-mode pass."""
     for name, t in (('primals', primals), ('tangents', tangents)):
         if not isinstance(t, tuple):
-            raise RuntimeError(f"jvp(f, primals, tangents): Expected {name} to be a tuple. E.g. it should be valid to call f(*primals).")
+            raise RuntimeError(
+                f"jvp(f, primals, tangents): Expected {name} to be a tuple. E.g. it"
+                " should be valid to call f(*primals)."
+            )
     if len(primals) != len(tangents):
-        raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to have the same python structure.")
-    if interposers.dual is not None: return jvp_by_reverse(func, primals, tangents, has_aux)    # inside another jvp: see below
+        raise RuntimeError(
+            "jvp(f, primals, tangents): Expected primals and tangents to have the same"
+            " python structure."
+        )
+    if interposers.dual is not None:
+        return jvp_by_reverse(
+            func, primals, tangents, has_aux
+        )  # inside another jvp: see below
     with transform(), dual_level():
         p, build = tree_flatten(primals)
-        duals = build([dual_of(x, t) if is_float(x) else x for x, t in zip(p, tree_flatten(tangents)[0])])
+        duals = build(
+            [
+                dual_of(x, t) if is_float(x) else x
+                for x, t in zip(p, tree_flatten(tangents)[0])
+            ]
+        )
         out, aux = split_aux(func(*duals), has_aux, 'jvp')
         pairs, build_out = tree_flatten(out)
         both = [primal_and_tangent(t) for t in pairs]
         value = build_out([u.primal for u in both])
-        tangent = build_out([zeros_like(u.primal) if u.tangent is None else u.tangent for u in both])
+        tangent = build_out(
+            [zeros_like(u.primal) if u.tangent is None else u.tangent for u in both]
+        )
     result = (value, tangent, aux) if has_aux else (value, tangent)
     return finish(result, primals)
 
 # %% ../nbs/15_func.ipynb
 def jvp_by_reverse(func, primals, tangents, has_aux):
-    "`jvp` inside another `jvp`: Jv as the gradient of uᵀJv with respect to u, by reverse mode twice (the dual level is taken)."
+    """`jvp` inside another `jvp`: Jv as the gradient of uᵀJv with respect to u, by
+    reverse mode twice (the dual level is taken)."""
     out, vjp_fn, *aux = vjp(func, *primals, has_aux=has_aux)
     outs, build = tree_flatten(out)
     with transform(), enable_grad():
         us = [fresh_input(zeros_like(o)) for o in outs]
-        pulled = [p for p in tree_flatten(vjp_fn(build(us)))[0] if isinstance(p, Tensor)]
-        dot = sum((p * t).sum() for p, t in zip(pulled, [t for t in tree_flatten(tangents)[0] if isinstance(t, Tensor)]))
+        pulled = [
+            p for p in tree_flatten(vjp_fn(build(us)))[0] if isinstance(p, Tensor)
+        ]
+        dot = sum(
+            (p * t).sum()
+            for p, t in zip(
+                pulled, [t for t in tree_flatten(tangents)[0] if isinstance(t, Tensor)]
+            )
+        )
         jv = gradients(dot, us)
     return finish((out, build(jv), *aux), primals)
 
 # %% ../nbs/15_func.ipynb
-def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *, tie_weights=True, strict=False):
-    "Call `module` with the tensors of `parameter_and_buffer_dicts` (names as in `named_parameters`) in place of its own."
-    dicts = parameter_and_buffer_dicts if isinstance(parameter_and_buffer_dicts, (tuple, list)) else (parameter_and_buffer_dicts,)
+def functional_call(
+    module,
+    parameter_and_buffer_dicts,
+    args=(),
+    kwargs=None,
+    *,
+    tie_weights=True,
+    strict=False,
+):
+    """Call `module` with the tensors of `parameter_and_buffer_dicts` (names as in
+    `named_parameters`) in place of its own."""
+    dicts = (
+        parameter_and_buffer_dicts
+        if isinstance(parameter_and_buffer_dicts, (tuple, list))
+        else (parameter_and_buffer_dicts,)
+    )
     values = {}
     for d in dicts:
         for k, v in d.items():
-            if k in values: raise ValueError(f"{k} appeared in multiple dictionaries; behavior of functional call is ambiguous")
+            if k in values:
+                raise ValueError(
+                    f"{k} appeared in multiple dictionaries; behavior of functional"
+                    " call is ambiguous"
+                )
             values[k] = v
     if strict:
-        expected = set(dict(module.named_parameters())) | set(dict(module.named_buffers()))
-        missing, unexpected = sorted(expected - set(values)), sorted(set(values) - expected)
+        expected = set(dict(module.named_parameters())) | set(
+            dict(module.named_buffers())
+        )
+        missing, unexpected = sorted(expected - set(values)), sorted(
+            set(values) - expected
+        )
         if missing or unexpected:
-            raise RuntimeError(f"Error(s) in reparametrizing for {type(module).__name__}:\n\t" +
-                               (f"Unexpected key(s): {', '.join(map(repr, unexpected))}." if unexpected else '') +
-                               (f"Missing key(s): {', '.join(map(repr, missing))}." if missing else ''))
+            raise RuntimeError(
+                f"Error(s) in reparametrizing for {type(module).__name__}:\n\t"
+                + (
+                    f"Unexpected key(s): {', '.join(map(repr, unexpected))}."
+                    if unexpected
+                    else ''
+                )
+                + (
+                    f"Missing key(s): {', '.join(map(repr, missing))}."
+                    if missing
+                    else ''
+                )
+            )
     with swapped(module, values):
         return module(*(args if isinstance(args, tuple) else (args,)), **(kwargs or {}))
 
 # %% ../nbs/15_func.ipynb
 @contextlib.contextmanager
 def swapped(module, values):
-    "Put the tensors `values` (by dotted name) in the place of the module's parameters and buffers; put the originals back after."
+    """Put the tensors `values` (by dotted name) in the place of the module's parameters
+    and buffers; put the originals back after."""
     saved = []
     for name, value in values.items():
         *path, leaf = name.split('.')
         owner = module
         for p in path: owner = owner._modules[p]
-        registry = next((r for r in ('_parameters', '_buffers') if leaf in owner.__dict__[r]), None)
-        if registry is None: raise AttributeError(f"'{type(owner).__name__}' object has no parameter or buffer '{leaf}'")
+        registry = next(
+            (r for r in ('_parameters', '_buffers') if leaf in owner.__dict__[r]), None
+        )
+        if registry is None:
+            raise AttributeError(
+                f"'{type(owner).__name__}' object has no parameter or buffer '{leaf}'"
+            )
         saved.append((owner.__dict__[registry], leaf, owner.__dict__[registry][leaf]))
         owner.__dict__[registry][leaf] = value
     try: yield
@@ -281,18 +434,63 @@ from types import SimpleNamespace
 from .core import Add, Expand, SumToSize, ToDtype, CopyGrad
 from . import ops
 from .autograd import Function as AutogradFunction
-from .ops import (Pointwise, Neg, Sign, Clamp, Where, Sub, Mul, Div, Pow, Maximum, Minimum, FloorDivide, Sum, Mean,
-                             Max, Min, MaxDim, MinDim, Var, Std, Norm, LogSumExp, Softmax, LogSoftmax, Prod, Cumsum, Reshape,
-                             Permute, Repeat, Index, IndexAdd, Cat, Stack, MatMul, Einsum, dim_index, dim_indices, infer_shape)
+from fromscratch.ops import (
+    Pointwise,
+    Neg,
+    Sign,
+    Clamp,
+    Where,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Maximum,
+    Minimum,
+    FloorDivide,
+    Sum,
+    Mean,
+    Max,
+    Min,
+    MaxDim,
+    MinDim,
+    Var,
+    Std,
+    Norm,
+    LogSumExp,
+    Softmax,
+    LogSoftmax,
+    Prod,
+    Cumsum,
+    Reshape,
+    Permute,
+    Repeat,
+    Index,
+    IndexAdd,
+    Cat,
+    Stack,
+    MatMul,
+    Einsum,
+    dim_index,
+    dim_indices,
+    infer_shape,
+)
 from .autograd.forward_ad import transforms as interposers, PrimalView
-from .nn.functional import LinearFunction, CrossEntropyFunction, NLLLossFunction
+from fromscratch.nn.functional import (
+    LinearFunction,
+    CrossEntropyFunction,
+    NLLLossFunction,
+)
 
 # %% ../nbs/15_func.ipynb
-ITEM_ERROR = ("vmap: It looks like you're calling .item() on a Tensor. We don't support vmap over calling .item() on a Tensor, "
-              "please try to rewrite what you're doing with other operations.")
+ITEM_ERROR = (
+    "vmap: It looks like you're calling .item() on a Tensor. We don't support vmap over"
+    " calling .item() on a Tensor, please try to rewrite what you're doing with other"
+    " operations."
+)
 
 class LogicalArray:
-    "The shape and dtype of a batched tensor as one sample sees it: no data, so code that reads values fails loudly."
+    """The shape and dtype of a batched tensor as one sample sees it: no data, so code
+    that reads values fails loudly."""
     __slots__ = ('shape', 'dtype')
     flags = SimpleNamespace(c_contiguous=True, writeable=False)
     def __init__(self, shape, dtype): self.shape, self.dtype = tuple(shape), dtype
@@ -306,70 +504,126 @@ class LogicalArray:
 
 # %% ../nbs/15_func.ipynb
 class BatchedTensor(Tensor):
-    "What a function under `vmap` sees: one sample (`array`: its shape, no data) of `value`, whose dimension 0 is the batch."
+    """What a function under `vmap` sees: one sample (`array`: its shape, no data) of
+    `value`, whose dimension 0 is the batch."""
     __slots__ = ('value', 'level')
     def __init__(self, value, level):
-        self.value, self.level, self.array = value, level, LogicalArray(value.shape[1:], value.dtype)
-        self._requires_grad, self._output_nr, self._grad, self._retains_grad = False, 0, None, False
-        self._version_counter = self._hooks = self._accumulator = self._view = self._fw_grad = None
+        self.value, self.level, self.array = (
+            value,
+            level,
+            LogicalArray(value.shape[1:], value.dtype),
+        )
+        self._requires_grad, self._output_nr, self._grad, self._retains_grad = (
+            False,
+            0,
+            None,
+            False,
+        )
+        self._version_counter = self._hooks = self._accumulator = self._view = (
+            self._fw_grad
+        ) = None
     grad_fn = property(lambda self: self.value.grad_fn)
-    requires_grad = property(lambda self: self.value.requires_grad, lambda self, flag: self.value.requires_grad_(flag))
+    requires_grad = property(
+        lambda self: self.value.requires_grad,
+        lambda self, flag: self.value.requires_grad_(flag),
+    )
     def detach(self): return BatchedTensor(self.value.detach(), self.level)
     def numpy(self): raise RuntimeError(ITEM_ERROR)
-    def __repr__(self): return f"BatchedTensor(lvl={self.level.depth}, bdim=0, value=\n{self.value!r})"
+    def __repr__(self):
+        return f"BatchedTensor(lvl={self.level.depth}, bdim=0, value=\n{self.value!r})"
 
 # %% ../nbs/15_func.ipynb
 class VmapLevel:
-    "One running `vmap`: its batch size, its depth among the running ones, and the `apply` that batches ops for it."
+    """One running `vmap`: its batch size, its depth among the running ones, and the
+    `apply` that batches ops for it."""
     def __init__(self, size, depth): self.size, self.depth = size, depth
     def apply(self, cls, args): return batched_call(self, cls.apply, rule_of(cls), args)
 
 def rule_of(cls):
-    "The batching rule of the op `cls` (found by name too: running a notebook's cells again defines its ops again)."
-    if issubclass(cls, AutogradFunction): return custom_function_rule       # a user's Function (see below)
+    """The batching rule of the op `cls` (found by name too: running a notebook's cells
+    again defines its ops again)."""
+    if issubclass(cls, AutogradFunction):
+        return custom_function_rule  # a user's Function (see below)
     rule = RULES.get(cls) or RULES_BY_NAME.get(cls.__name__)
-    if rule is None: raise NotImplementedError(f"vmap: there is no batching rule for {cls.__name__} yet, so it cannot run under vmap")
+    if rule is None:
+        raise NotImplementedError(
+            f"vmap: there is no batching rule for {cls.__name__} yet, so it cannot run"
+            " under vmap"
+        )
     return rule
 
 def batched_call(level, op, rule, args):
-    "`op(*args)` for a batch: the batched arguments of this level unwrapped, `rule` run one level down, the outputs wrapped."
-    batched = [isinstance(a, BatchedTensor) and a.level is level or isinstance(a, tuple) and     # (a tuple: an index holding batched tensors)
-               any(isinstance(i, BatchedTensor) and i.level is level for i in a) for a in args]
+    """`op(*args)` for a batch: the batched arguments of this level unwrapped, `rule`
+    run one level down, the outputs wrapped."""
+    batched = [
+        isinstance(a, BatchedTensor)
+        and a.level is level
+        or isinstance(a, tuple)  # (a tuple: an index holding batched tensors)
+        and any(isinstance(i, BatchedTensor) and i.level is level for i in a)
+        for a in args
+    ]
     hook = forward_mode.level, forward_mode.apply_dual
     forward_mode.level, forward_mode.apply_dual = interposers.hook_below(level.depth)
     try:
         if not any(batched): return op(*args)
-        out = rule(op, [a.value if b and isinstance(a, BatchedTensor) else a for a, b in zip(args, batched)], batched, level.size)
+        out = rule(
+            op,
+            [
+                a.value if b and isinstance(a, BatchedTensor) else a
+                for a, b in zip(args, batched)
+            ],
+            batched,
+            level.size,
+        )
     finally: forward_mode.level, forward_mode.apply_dual = hook
-    return tuple(BatchedTensor(o, level) for o in out) if isinstance(out, tuple) else BatchedTensor(out, level)
+    return (
+        tuple(BatchedTensor(o, level) for o in out)
+        if isinstance(out, tuple)
+        else BatchedTensor(out, level)
+    )
 
 # %% ../nbs/15_func.ipynb
-def ndim_of(a, batched): return (a.array.ndim - 1 if batched else a.array.ndim) if isinstance(a, Tensor) else 0
+def ndim_of(a, batched):
+    return (
+        (a.array.ndim - 1 if batched else a.array.ndim) if isinstance(a, Tensor) else 0
+    )
 
 def padded(a, n):
-    "A batched value (batch first) with size-1 dimensions after the batch, so that one sample has `n` dimensions."
+    """A batched value (batch first) with size-1 dimensions after the batch, so that one
+    sample has `n` dimensions."""
     s = a.array.shape
-    return a if len(s) - 1 == n else Reshape.apply(a, s[:1] + (1,) * (n + 1 - len(s)) + s[1:])
+    return (
+        a
+        if len(s) - 1 == n
+        else Reshape.apply(a, s[:1] + (1,) * (n + 1 - len(s)) + s[1:])
+    )
 
 def elementwise_rule(op, args, batched, size):
-    "Broadcasting ops: pad each batched value to the samples' common rank; unbatched tensors broadcast from the right."
+    """Broadcasting ops: pad each batched value to the samples' common rank; unbatched
+    tensors broadcast from the right."""
     n = max(ndim_of(a, b) for a, b in zip(args, batched))
     return op(*[padded(a, n) if b else a for a, b in zip(args, batched)])
 
 # %% ../nbs/15_func.ipynb
 def shifted(dim, n):
-    "Dimension(s) `dim` of a sample with `n` dimensions, as dimensions of the batched value (None: all of them)."
+    """Dimension(s) `dim` of a sample with `n` dimensions, as dimensions of the batched
+    value (None: all of them)."""
     if dim is None: return tuple(range(1, n + 1))
     if isinstance(dim, int): d = dim_index(dim, n); return 1 if d is None else d + 1
     return tuple(d + 1 for d in dim_indices(dim, n))
 
 def dim_rule(position):
-    "The rule of an op with a dimension argument at `position`: that dimension moves past the batch."
+    """The rule of an op with a dimension argument at `position`: that dimension moves
+    past the batch."""
     def rule(op, args, batched, size):
         args = list(args)
         n = args[0].array.ndim - 1
-        if position < len(args): args[position] = shifted(args[position], n)
-        else: args.append(shifted(None, n))              # an op reducing everything by default: every sample dimension
+        if position < len(args):
+            args[position] = shifted(args[position], n)
+        else:
+            args.append(
+                shifted(None, n)
+            )  # an op reducing everything by default: every sample dimension
         return op(*args)
     return rule
 
@@ -378,7 +632,8 @@ def reshape_rule(op, args, batched, size):
     a, shape, *rest = args
     return op(a, (size,) + infer_shape(shape, a.array.size // size), *rest)
 
-def permute_rule(op, args, batched, size): return op(args[0], (0,) + tuple(d + 1 for d in args[1]))
+def permute_rule(op, args, batched, size):
+    return op(args[0], (0,) + tuple(d + 1 for d in args[1]))
 
 def expand_rule(op, args, batched, size):
     a, shape = args
@@ -386,25 +641,65 @@ def expand_rule(op, args, batched, size):
 
 def sum_to_size_rule(op, args, batched, size):
     a, shape = args
-    extra = a.array.ndim - 1 - len(shape)             # leading sample dimensions that the target does not have
+    extra = (
+        a.array.ndim - 1 - len(shape)
+    )  # leading sample dimensions that the target does not have
     if extra: a = Sum.apply(a, tuple(range(1, extra + 1)), False)
     return op(a, (size,) + tuple(shape))
 
 def index_rule(op, args, batched, size):
     a, idx, *rest = args
-    parts, flags = ((idx,), (batched[1],)) if not isinstance(idx, tuple) else (idx, tuple(isinstance(i, BatchedTensor) for i in idx))
-    if any(flags): return batched_index(op, a, [i.value if f and isinstance(i, BatchedTensor) else i for i, f in zip(parts, flags)], flags, batched[0], size)
+    parts, flags = (
+        ((idx,), (batched[1],))
+        if not isinstance(idx, tuple)
+        else (idx, tuple(isinstance(i, BatchedTensor) for i in idx))
+    )
+    if any(flags):
+        return batched_index(
+            op,
+            a,
+            [
+                i.value if f and isinstance(i, BatchedTensor) else i
+                for i, f in zip(parts, flags)
+            ],
+            flags,
+            batched[0],
+            size,
+        )
     return op(a, (slice(None),) + parts, *[(size,) + tuple(r) for r in rest])
 
 def batched_index(op, a, parts, flags, a_batched, size):
-    "a[i] per sample, for index tensors i that vary with the sample (`flags`): one advanced index on the batch, its positions first."
-    k = next((j for j, i in enumerate(parts) if not isinstance(i, (Tensor, np.ndarray, int, np.integer))), len(parts))
+    """a[i] per sample, for index tensors i that vary with the sample (`flags`): one
+    advanced index on the batch, its positions first."""
+    k = next(
+        (
+            j
+            for j, i in enumerate(parts)
+            if not isinstance(i, (Tensor, np.ndarray, int, np.integer))
+        ),
+        len(parts),
+    )
     arrays = [np.asarray(i.array if isinstance(i, Tensor) else i) for i in parts[:k]]
-    if op.__self__ is not Index or any(isinstance(i, (Tensor, np.ndarray)) for i in parts[k:]) or any(x.dtype.kind == 'b' for x in arrays):
-        raise NotImplementedError("vmap: indexing with a batched index tensor is supported for integer indices in front (a[i], a[i, j], a[i, :]) only")
-    n = max(x.ndim - f for x, f in zip(arrays, flags))          # the dimensions of one sample's broadcast index
-    arrays = [x.reshape(x.shape[:1] + (1,) * (n + 1 - x.ndim) + x.shape[1:]) if f else x.reshape((1,) * (n + 1 - x.ndim) + x.shape)
-              for x, f in zip(arrays, flags)]
+    if (
+        op.__self__ is not Index
+        or any(isinstance(i, (Tensor, np.ndarray)) for i in parts[k:])
+        or any(x.dtype.kind == 'b' for x in arrays)
+    ):
+        raise NotImplementedError(
+            "vmap: indexing with a batched index tensor is supported for integer"
+            " indices in front (a[i], a[i, j], a[i, :]) only"
+        )
+    n = max(
+        x.ndim - f for x, f in zip(arrays, flags)
+    )  # the dimensions of one sample's broadcast index
+    arrays = [
+        (
+            x.reshape(x.shape[:1] + (1,) * (n + 1 - x.ndim) + x.shape[1:])
+            if f
+            else x.reshape((1,) * (n + 1 - x.ndim) + x.shape)
+        )
+        for x, f in zip(arrays, flags)
+    ]
     rows = np.arange(size).reshape((size,) + (1,) * n)
     return op(everyone_batched([a], [a_batched], size)[0], (rows, *arrays, *parts[k:]))
 
@@ -414,8 +709,18 @@ def repeat_rule(op, args, batched, size):
 
 # %% ../nbs/15_func.ipynb
 def everyone_batched(args, batched, size):
-    "Each tensor as a batched value: unbatched ones expanded (without copying) to the batch size."
-    return [a if b else Expand.apply(Reshape.apply(a, (1,) + a.array.shape), (size,) + a.array.shape) for a, b in zip(args, batched)]
+    """Each tensor as a batched value: unbatched ones expanded (without copying) to the
+    batch size."""
+    return [
+        (
+            a
+            if b
+            else Expand.apply(
+                Reshape.apply(a, (1,) + a.array.shape), (size,) + a.array.shape
+            )
+        )
+        for a, b in zip(args, batched)
+    ]
 
 def cat_rule(op, args, batched, size):
     dim, *tensors = args
@@ -429,17 +734,23 @@ def stack_rule(op, args, batched, size):
     return op(dim % n + 1, *everyone_batched(tensors, batched[1:], size))
 
 def max_rule(op, args, batched, size):
-    "The largest (smallest) element of each sample: a reduction over its flattened values."
+    """The largest (smallest) element of each sample: a reduction over its flattened
+    values."""
     a = args[0]
     flat = Reshape.apply(a, (size, -1))
     return (MaxDim if op.__self__.largest else MinDim).apply(flat, 1, False)[0]
 
 # %% ../nbs/15_func.ipynb
 def matmul_rule(op, args, batched, size):
-    "a @ b per sample: vectors made matrices, then batch dimensions lined up past the batch, then the added sizes dropped."
+    """a @ b per sample: vectors made matrices, then batch dimensions lined up past the
+    batch, then the added sizes dropped."""
     (a, b), (ba, bb) = args, batched
     na, nb = ndim_of(a, ba), ndim_of(b, bb)
-    if na == 0 or nb == 0: raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {na}D and {nb}D")
+    if na == 0 or nb == 0:
+        raise RuntimeError(
+            f"both arguments to matmul need to be at least 1D, but they are {na}D and"
+            f" {nb}D"
+        )
     if na == 1: a, na = ops.unsqueeze(a, -2), 2
     if nb == 1: b, nb = ops.unsqueeze(b, -1), 2
     n = max(na, nb)
@@ -449,67 +760,175 @@ def matmul_rule(op, args, batched, size):
     return out
 
 def linear_rule(op, args, batched, size):
-    "The fused linear layer: a batch of inputs is just more rows; batched weights go through `matmul_rule`."
+    """The fused linear layer: a batch of inputs is just more rows; batched weights go
+    through `matmul_rule`."""
     x, w, bias = args
     if not batched[1] and not (bias is not None and batched[2]): return op(x, w, bias)
     wt = Permute.apply(w, (0, 2, 1)) if batched[1] else Permute.apply(w, (1, 0))
     out = matmul_rule(MatMul.apply, [x, wt], [batched[0], batched[1]], size)
-    return out if bias is None else elementwise_rule(Add.apply, [out, bias], [True, batched[2]], size)
+    return (
+        out
+        if bias is None
+        else elementwise_rule(Add.apply, [out, bias], [True, batched[2]], size)
+    )
 
 # %% ../nbs/15_func.ipynb
 def einsum_rule(op, args, batched, size):
-    "einsum per sample: one new letter, the batch, on every batched operand and on the output."
+    """einsum per sample: one new letter, the batch, on every batched operand and on the
+    output."""
     equation, *operands = args
-    ins, rhs = ops.einsum_explicit(equation, [t.array.shape[1:] if b else t.array.shape for t, b in zip(operands, batched[1:])])
+    ins, rhs = ops.einsum_explicit(
+        equation,
+        [
+            t.array.shape[1:] if b else t.array.shape
+            for t, b in zip(operands, batched[1:])
+        ],
+    )
     z = next(c for c in 'ZYXWVUTSRQ' if c not in ''.join(ins) + rhs)
-    spec = ','.join(z + t if b else t for t, b in zip(ins, batched[1:])) + '->' + z + rhs
+    spec = (
+        ','.join(z + t if b else t for t, b in zip(ins, batched[1:])) + '->' + z + rhs
+    )
     return op(spec, *operands)
 
 def loss_rule(op, args, batched, size):
-    "cross_entropy and nll_loss per sample (class-index targets, no weights, nothing ignored): the batch as more rows, then each sample's reduction."
+    """cross_entropy and nll_loss per sample (class-index targets, no weights, nothing
+    ignored): the batch as more rows, then each sample's reduction."""
     x, t, ignore_index, reduction, *rest = args
-    if batched[1:].count(True) or (rest and rest[0] is not None) or (t == ignore_index).any():
-        raise NotImplementedError("vmap: cross_entropy and nll_loss with class weights, ignored targets or batched targets are not supported yet")
+    if (
+        batched[1:].count(True)
+        or (rest and rest[0] is not None)
+        or (t == ignore_index).any()
+    ):
+        raise NotImplementedError(
+            "vmap: cross_entropy and nll_loss with class weights, ignored targets or"
+            " batched targets are not supported yet"
+        )
     n = x.array.shape[1]
-    rows = op(Reshape.apply(x, (size * n,) + x.array.shape[2:]), np.tile(t, size), ignore_index, 'none', *rest)
+    rows = op(
+        Reshape.apply(x, (size * n,) + x.array.shape[2:]),
+        np.tile(t, size),
+        ignore_index,
+        'none',
+        *rest
+    )
     rows = Reshape.apply(rows, (size, n))
-    return rows if reduction == 'none' else Mean.apply(rows, 1, False) if reduction == 'mean' else Sum.apply(rows, 1, False)
+    return (
+        rows
+        if reduction == 'none'
+        else (
+            Mean.apply(rows, 1, False)
+            if reduction == 'mean'
+            else Sum.apply(rows, 1, False)
+        )
+    )
 
 # %% ../nbs/15_func.ipynb
-ELEMENTWISE = [Add, Sub, Mul, Div, Pow, Maximum, Minimum, Where, Clamp, Neg, Sign, FloorDivide, ToDtype, CopyGrad, PrimalView,
-               ops.Clone] + [c for c in vars(ops).values() if isinstance(c, type) and issubclass(c, Pointwise) and c is not Pointwise]
+ELEMENTWISE = [
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Maximum,
+    Minimum,
+    Where,
+    Clamp,
+    Neg,
+    Sign,
+    FloorDivide,
+    ToDtype,
+    CopyGrad,
+    PrimalView,
+    ops.Clone,
+] + [
+    c
+    for c in vars(ops).values()
+    if isinstance(c, type) and issubclass(c, Pointwise) and c is not Pointwise
+]
 RULES = {c: elementwise_rule for c in ELEMENTWISE}
-RULES.update({Sum: dim_rule(1), Mean: dim_rule(1), Var: dim_rule(1), Std: dim_rule(1), Norm: dim_rule(2), LogSumExp: dim_rule(1),
-              Softmax: dim_rule(1), LogSoftmax: dim_rule(1), Prod: dim_rule(1), Cumsum: dim_rule(1), MaxDim: dim_rule(1),
-              MinDim: dim_rule(1), Max: max_rule, Min: max_rule, Reshape: reshape_rule, Permute: permute_rule,
-              Expand: expand_rule, SumToSize: sum_to_size_rule, Index: index_rule, IndexAdd: index_rule, Repeat: repeat_rule,
-              Cat: cat_rule, Stack: stack_rule, MatMul: matmul_rule, Einsum: einsum_rule, LinearFunction: linear_rule,
-              CrossEntropyFunction: loss_rule, NLLLossFunction: loss_rule})
+RULES.update(
+    {
+        Sum: dim_rule(1),
+        Mean: dim_rule(1),
+        Var: dim_rule(1),
+        Std: dim_rule(1),
+        Norm: dim_rule(2),
+        LogSumExp: dim_rule(1),
+        Softmax: dim_rule(1),
+        LogSoftmax: dim_rule(1),
+        Prod: dim_rule(1),
+        Cumsum: dim_rule(1),
+        MaxDim: dim_rule(1),
+        MinDim: dim_rule(1),
+        Max: max_rule,
+        Min: max_rule,
+        Reshape: reshape_rule,
+        Permute: permute_rule,
+        Expand: expand_rule,
+        SumToSize: sum_to_size_rule,
+        Index: index_rule,
+        IndexAdd: index_rule,
+        Repeat: repeat_rule,
+        Cat: cat_rule,
+        Stack: stack_rule,
+        MatMul: matmul_rule,
+        Einsum: einsum_rule,
+        LinearFunction: linear_rule,
+        CrossEntropyFunction: loss_rule,
+        NLLLossFunction: loss_rule,
+    }
+)
 RULES_BY_NAME = {c.__name__: rule for c, rule in RULES.items()}
 
 # %% ../nbs/15_func.ipynb
 def batched_method(method):
-    "A Tensor method that is not a `Function` (a comparison, `~`), run per sample by the elementwise rule."
-    def run(self, *others): return batched_call(self.level, method, elementwise_rule, (self,) + others)
+    """A Tensor method that is not a `Function` (a comparison, `~`), run per sample by
+    the elementwise rule."""
+    def run(self, *others):
+        return batched_call(self.level, method, elementwise_rule, (self,) + others)
     run.__name__ = method.__name__
     return run
 
-for _name in ('__eq__', '__ne__', '__lt__', '__le__', '__gt__', '__ge__', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', '__and__', '__or__',
-              '__xor__', '__invert__', 'logical_not'):
+for _name in (
+    '__eq__',
+    '__ne__',
+    '__lt__',
+    '__le__',
+    '__gt__',
+    '__ge__',
+    'eq',
+    'ne',
+    'lt',
+    'le',
+    'gt',
+    'ge',
+    '__and__',
+    '__or__',
+    '__xor__',
+    '__invert__',
+    'logical_not',
+):
     setattr(BatchedTensor, _name, batched_method(getattr(Tensor, _name)))
 BatchedTensor.__hash__ = Tensor.__hash__
 
 # %% ../nbs/15_func.ipynb
 def vmap(func, in_dims=0, out_dims=0, randomness='error', *, chunk_size=None):
-    "`func` run on a whole batch at once: each op through its batching rule, as if `func` ran once per sample along `in_dims`."
+    """`func` run on a whole batch at once: each op through its batching rule, as if
+    `func` ran once per sample along `in_dims`."""
     def wrapper(*args):
         dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
         if len(dims) != len(args):
-            raise ValueError(f"vmap(func, in_dims={in_dims}, ...)(<inputs>): in_dims is not compatible with the structure of "
-                             f"`inputs`. in_dims has structure {len(dims)} but inputs has structure {len(args)}.")
+            raise ValueError(
+                f"vmap(func, in_dims={in_dims}, ...)(<inputs>): in_dims is not"
+                " compatible with the structure of `inputs`. in_dims has structure"
+                f" {len(dims)} but inputs has structure {len(args)}."
+            )
         size = batch_size(args, dims, in_dims)
         level = VmapLevel(size, len(interposers.vmaps))
-        wrapped = [tree_map(lambda t: to_batched(t, d, level), a) if d is not None else a for a, d in zip(args, dims)]
+        wrapped = [
+            tree_map(lambda t: to_batched(t, d, level), a) if d is not None else a
+            for a, d in zip(args, dims)
+        ]
         interposers.vmaps.append(level)
         interposers.install()
         try:
@@ -519,7 +938,15 @@ def vmap(func, in_dims=0, out_dims=0, randomness='error', *, chunk_size=None):
             interposers.install()
         odims = out_dims if isinstance(out_dims, tuple) else None
         leaves, build = tree_flatten(out)
-        return finish(build([from_batched(t, odims[i] if odims else out_dims, level) for i, t in enumerate(leaves)]), args)
+        return finish(
+            build(
+                [
+                    from_batched(t, odims[i] if odims else out_dims, level)
+                    for i, t in enumerate(leaves)
+                ]
+            ),
+            args,
+        )
     return wrapper
 
 # %% ../nbs/15_func.ipynb
@@ -528,14 +955,30 @@ def batch_size(args, dims, in_dims):
     sizes = []
     for a, d in zip(args, dims):
         for t in tree_flatten(a)[0] if d is not None else ():
-            if not isinstance(t, Tensor): raise ValueError(f"vmap(func, in_dims={in_dims}, ...)(<inputs>): Got in_dim={d} for an input but the input is of type {type(t)}. We cannot vmap over non-Tensor arguments, please use None as the respective in_dim")
+            if not isinstance(t, Tensor):
+                raise ValueError(
+                    f"vmap(func, in_dims={in_dims}, ...)(<inputs>): Got in_dim={d} for"
+                    f" an input but the input is of type {type(t)}. We cannot vmap over"
+                    " non-Tensor arguments, please use None as the respective in_dim"
+                )
             if not -t.ndim <= d < max(t.ndim, 1) or t.ndim == 0:
-                raise ValueError(f"vmap(func, in_dims={in_dims}, ...)(<inputs>): Got in_dim={d} for some input, but that input is a "
-                                 f"Tensor of dimensionality {t.ndim} so expected in_dim to satisfy -{t.ndim} <= in_dim < {t.ndim}.")
+                raise ValueError(
+                    f"vmap(func, in_dims={in_dims}, ...)(<inputs>): Got in_dim={d} for"
+                    " some input, but that input is a Tensor of dimensionality"
+                    f" {t.ndim} so expected in_dim to satisfy -{t.ndim} <= in_dim <"
+                    f" {t.ndim}."
+                )
             sizes.append(t.shape[d])
-    if not sizes: raise ValueError(f"vmap(func, in_dims={in_dims}, ...)(<inputs>): at least one input must be a Tensor mapped along a dimension (in_dims not None)")
+    if not sizes:
+        raise ValueError(
+            f"vmap(func, in_dims={in_dims}, ...)(<inputs>): at least one input must be"
+            " a Tensor mapped along a dimension (in_dims not None)"
+        )
     if len(set(sizes)) > 1:
-        raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got sizes {sizes} for the mapped dimension")
+        raise ValueError(
+            "vmap: Expected all tensors to have the same size in the mapped dimension,"
+            f" got sizes {sizes} for the mapped dimension"
+        )
     return sizes[0]
 
 def moved(t, src, dst):
@@ -544,19 +987,24 @@ def moved(t, src, dst):
     order.insert(dst % t.ndim, src % t.ndim)
     return t if order == list(range(t.ndim)) else Permute.apply(t, tuple(order))
 
-def to_batched(t, d, level): return BatchedTensor(moved(t, d, 0), level) if isinstance(t, Tensor) else t
+def to_batched(t, d, level):
+    return BatchedTensor(moved(t, d, 0), level) if isinstance(t, Tensor) else t
 
 def from_batched(t, d, level):
-    "An output of the function for the whole batch: the batch dimension moved to `d` (an output that does not vary: expanded)."
+    """An output of the function for the whole batch: the batch dimension moved to `d`
+    (an output that does not vary: expanded)."""
     if not isinstance(t, Tensor): return t
     if isinstance(t, BatchedTensor) and t.level is level: return moved(t.value, 0, d)
     if d is None: return t
-    out = Expand.apply(Reshape.apply(t, (1,) + tuple(t.shape)), (level.size,) + tuple(t.shape))
+    out = Expand.apply(
+        Reshape.apply(t, (1,) + tuple(t.shape)), (level.size,) + tuple(t.shape)
+    )
     return moved(out, 0, d)
 
 # %% ../nbs/15_func.ipynb
 def unwrap_all(t):
-    "The plain tensor under the `BatchedTensor` wrappers of `t`, and their levels, outermost wrapper first."
+    """The plain tensor under the `BatchedTensor` wrappers of `t`, and their levels,
+    outermost wrapper first."""
     levels = []
     while isinstance(t, BatchedTensor): levels.append(t.level); t = t.value
     return t, levels
@@ -568,116 +1016,226 @@ def wrap_all(t, levels):
 
 # %% ../nbs/15_func.ipynb
 def batched_everywhere(t):
-    "`t` batched at every running vmap level (copies along the levels it does not vary with): one variable per sample."
+    """`t` batched at every running vmap level (copies along the levels it does not vary
+    with): one variable per sample."""
     p, levels = unwrap_all(t)
     if len(levels) == len(interposers.vmaps): return t
     sample, k, sizes = tuple(p.shape[len(levels):]), 0, []
-    for level in interposers.vmaps:                   # the plain tensor underneath: one leading dimension per level, outermost vmap first
+    for (
+        level
+    ) in (
+        interposers.vmaps
+    # the plain tensor underneath: one leading dimension per level, outermost vmap first
+    ):
         sizes.append(p.shape[k] if level in levels else 1)
         k += level in levels
     hook = forward_mode.level, forward_mode.apply_dual
     forward_mode.level, forward_mode.apply_dual = interposers.hook_below(0)
-    try: p = Expand.apply(Reshape.apply(p, tuple(sizes) + sample), tuple(l.size for l in interposers.vmaps) + sample)
-    finally: forward_mode.level, forward_mode.apply_dual = hook
+    try:
+        p = Expand.apply(
+            Reshape.apply(p, tuple(sizes) + sample),
+            tuple(l.size for l in interposers.vmaps) + sample,
+        )
+    finally:
+        forward_mode.level, forward_mode.apply_dual = hook
     return wrap_all(p, interposers.vmaps[::-1])
 
 # %% ../nbs/15_func.ipynb
 def batched_gradients(outs, inputs, seeds):
-    "`gradients` under vmap: the backward of the batched values underneath, one variable per sample, so each gets its own gradient."
-    if not any(isinstance(o, BatchedTensor) for o in outs):   # a batch of seeds for one output: the backward runs batched
-        grads = autograd_grad(outs, inputs, seeds, retain_graph=True, create_graph=True, allow_unused=True)
+    """`gradients` under vmap: the backward of the batched values underneath, one
+    variable per sample, so each gets its own gradient."""
+    if not any(
+        isinstance(o, BatchedTensor) for o in outs
+    ):  # a batch of seeds for one output: the backward runs batched
+        grads = autograd_grad(
+            outs, inputs, seeds, retain_graph=True, create_graph=True, allow_unused=True
+        )
         return [zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
-    if (k := outer_levels_only(outs, inputs, seeds)) is not None: return inner_seed_gradients(outs, inputs, seeds, k)
+    if (k := outer_levels_only(outs, inputs, seeds)) is not None:
+        return inner_seed_gradients(outs, inputs, seeds, k)
     phys_outs = [unwrap_all(o)[0] for o in outs]
-    phys_seeds = [Tensor(np.ones(p.array.shape, p.array.dtype)) if s is None else expanded_seed(s, o) for s, o, p in zip(seeds, outs, phys_outs)]
+    phys_seeds = [
+        (
+            Tensor(np.ones(p.array.shape, p.array.dtype))
+            if s is None
+            else expanded_seed(s, o)
+        )
+        for s, o, p in zip(seeds, outs, phys_outs)
+    ]
     unwrapped = [unwrap_all(x) for x in inputs]
-    grads = autograd_grad(phys_outs, [p for p, _ in unwrapped], phys_seeds, retain_graph=True, create_graph=True, allow_unused=True)
-    return [wrap_all(Tensor(np.zeros_like(p.array)) if g is None else g, levels) for g, (p, levels) in zip(grads, unwrapped)]
+    grads = autograd_grad(
+        phys_outs,
+        [p for p, _ in unwrapped],
+        phys_seeds,
+        retain_graph=True,
+        create_graph=True,
+        allow_unused=True,
+    )
+    return [
+        wrap_all(Tensor(np.zeros_like(p.array)) if g is None else g, levels)
+        for g, (p, levels) in zip(grads, unwrapped)
+    ]
 
 def expanded_seed(s, o):
-    "The seed `s` of the batched output `o`, as the plain tensor under it: batched like `o`."
+    """The seed `s` of the batched output `o`, as the plain tensor under it: batched
+    like `o`."""
     return unwrap_all(batched_everywhere(s))[0]
 
 # %% ../nbs/15_func.ipynb
 def physical(op, *args):
-    "`op(*args)` on the plain tensors under every vmap level (forward mode, below them all, still sees it)."
+    """`op(*args)` on the plain tensors under every vmap level (forward mode, below them
+    all, still sees it)."""
     hook = forward_mode.level, forward_mode.apply_dual
     forward_mode.level, forward_mode.apply_dual = interposers.hook_below(0)
     try: return op(*args)
     finally: forward_mode.level, forward_mode.apply_dual = hook
 
 def levels_moved(p, order, n):
-    "The plain tensor `p` with its `n` leading level dimensions in the order `order` (a view)."
+    """The plain tensor `p` with its `n` leading level dimensions in the order `order`
+    (a view)."""
     order = tuple(order) + tuple(range(n, p.array.ndim))
-    return p if order == tuple(range(p.array.ndim)) else physical(Permute.apply, p, order)
+    return (
+        p if order == tuple(range(p.array.ndim)) else physical(Permute.apply, p, order)
+    )
 
 # %% ../nbs/15_func.ipynb
 def outer_levels_only(outs, inputs, seeds):
-    "k if the outputs and inputs vary along exactly the outer k vmap levels and every seed along an inner one too; else None."
+    """k if the outputs and inputs vary along exactly the outer k vmap levels and every
+    seed along an inner one too; else None."""
     k = len(unwrap_all(outs[0])[1])
     outer = interposers.vmaps[:k]
-    if k == len(interposers.vmaps) or any(unwrap_all(t)[1] != outer[::-1] for t in list(outs) + list(inputs)): return None
-    return k if all(s is not None and set(unwrap_all(s)[1]) - set(outer) for s in seeds) else None
+    if k == len(interposers.vmaps) or any(
+        unwrap_all(t)[1] != outer[::-1] for t in list(outs) + list(inputs)
+    ):
+        return None
+    return (
+        k
+        if all(s is not None and set(unwrap_all(s)[1]) - set(outer) for s in seeds)
+        else None
+    )
 
 def inner_seed_gradients(outs, inputs, seeds, k):
-    "`gradients` when only the seeds vary along the inner vmap levels: a batched backward at those levels, on the outer levels' plain tensors."
-    n, inner, plain = len(interposers.vmaps), interposers.vmaps[k:], lambda t: unwrap_all(t)[0]
-    batch = [wrap_all(levels_moved(plain(batched_everywhere(s)), [*range(k, n), *range(k)], n), inner[::-1]) for s in seeds]
-    grads = autograd_grad([plain(o) for o in outs], [plain(x) for x in inputs], batch, retain_graph=True, create_graph=True, allow_unused=True)
+    """`gradients` when only the seeds vary along the inner vmap levels: a batched
+    backward at those levels, on the outer levels' plain tensors."""
+    n, inner, plain = (
+        len(interposers.vmaps),
+        interposers.vmaps[k:],
+        lambda t: unwrap_all(t)[0],
+    )
+    batch = [
+        wrap_all(
+            levels_moved(plain(batched_everywhere(s)), [*range(k, n), *range(k)], n),
+            inner[::-1],
+        )
+        for s in seeds
+    ]
+    grads = autograd_grad(
+        [plain(o) for o in outs],
+        [plain(x) for x in inputs],
+        batch,
+        retain_graph=True,
+        create_graph=True,
+        allow_unused=True,
+    )
     result = []
     for g, x in zip(grads, inputs):
         if g is None: result.append(batched_everywhere(x * 0)); continue
         p, levels = unwrap_all(g)
-        if levels != inner[::-1]: raise NotImplementedError("vmap: a gradient that does not vary along the inner vmap levels is not supported yet")
-        result.append(wrap_all(levels_moved(p, [*range(n - k, n), *range(n - k)], n), interposers.vmaps[::-1]))
+        if levels != inner[::-1]:
+            raise NotImplementedError(
+                "vmap: a gradient that does not vary along the inner vmap levels is not"
+                " supported yet"
+            )
+        result.append(
+            wrap_all(
+                levels_moved(p, [*range(n - k, n), *range(n - k)], n),
+                interposers.vmaps[::-1],
+            )
+        )
     return result
 
 # %% ../nbs/15_func.ipynb
 VmapInfo = namedtuple('VmapInfo', ['batch_size', 'randomness'])
-EXTENDING = "For more details, please see https://pytorch.org/docs/main/notes/extending.func.html"
+EXTENDING = (
+    "For more details, please see"
+    " https://pytorch.org/docs/main/notes/extending.func.html"
+)
 
 def custom_function_rule(op, args, batched, size):
-    "A user's `autograd.Function` under vmap: its own `vmap` staticmethod, or (generate_vmap_rule=True) its methods run under vmap."
+    """A user's `autograd.Function` under vmap: its own `vmap` staticmethod, or
+    (generate_vmap_rule=True) its methods run under vmap."""
     cls, own = op.__self__, op.__self__.vmap is not AutogradFunction.vmap
     if cls.setup_context is AutogradFunction.setup_context:
-        raise RuntimeError("In order to use an autograd.Function with functorch transforms (vmap, grad, jvp, jacrev, ...), it must "
-                           "override the setup_context staticmethod. " + EXTENDING)
+        raise RuntimeError(
+            "In order to use an autograd.Function with functorch transforms (vmap,"
+            " grad, jvp, jacrev, ...), it must override the setup_context"
+            " staticmethod. "
+            + EXTENDING
+        )
     if own and cls.generate_vmap_rule:
-        raise RuntimeError(f"You tried to vmap over {cls.__name__}, but it has both generate_vmap_rule=True and an overridden vmap staticmethod. "
-                           "Please set generate_vmap_rule=False or delete the overridden vmap staticmethod to avoid ambiguity. " + EXTENDING)
+        raise RuntimeError(
+            f"You tried to vmap over {cls.__name__}, but it has both"
+            " generate_vmap_rule=True and an overridden vmap staticmethod. Please set"
+            " generate_vmap_rule=False or delete the overridden vmap staticmethod to"
+            " avoid ambiguity. "
+            + EXTENDING
+        )
     if own: return own_vmap_rule(cls, args, batched, size)
-    if cls.generate_vmap_rule: return generated_function(cls).apply(tuple(batched), *args)
-    raise RuntimeError(f"You tried to vmap over {cls.__name__}, but it does not have vmap support. Please override and implement the vmap "
-                       "staticmethod or set generate_vmap_rule=True. " + EXTENDING)
+    if cls.generate_vmap_rule:
+        return generated_function(cls).apply(tuple(batched), *args)
+    raise RuntimeError(
+        f"You tried to vmap over {cls.__name__}, but it does not have vmap support."
+        " Please override and implement the vmap staticmethod or set"
+        " generate_vmap_rule=True. "
+        + EXTENDING
+    )
 
 # %% ../nbs/15_func.ipynb
 def own_vmap_rule(cls, args, batched, size):
-    "The Function's own `vmap(info, in_dims, *args)`: its outputs with their batch dimension first (an unbatched one expanded)."
-    out, out_dims = cls.vmap(VmapInfo(size, 'error'), tuple(0 if b else None for b in batched), *args)
+    """The Function's own `vmap(info, in_dims, *args)`: its outputs with their batch
+    dimension first (an unbatched one expanded)."""
+    out, out_dims = cls.vmap(
+        VmapInfo(size, 'error'), tuple(0 if b else None for b in batched), *args
+    )
     outs, dims = (out, out_dims) if isinstance(out, tuple) else ((out,), (out_dims,))
-    first = tuple(moved(o, d, 0) if d is not None else Expand.apply(Reshape.apply(o, (1,) + o.array.shape), (size,) + o.array.shape)
-                  for o, d in zip(outs, dims))
+    first = tuple(
+        (
+            moved(o, d, 0)
+            if d is not None
+            else Expand.apply(
+                Reshape.apply(o, (1,) + o.array.shape), (size,) + o.array.shape
+            )
+        )
+        for o, d in zip(outs, dims)
+    )
     return first if isinstance(out, tuple) else first[0]
 
 class SampleCtx:
-    "The `ctx` that `setup_context` and `backward` see for one sample under vmap: its saved tensors and the attributes set on it."
-    def __init__(self, saved=(), n=0): self.to_save, self.needs_input_grad = tuple(saved), (True,) * n
+    """The `ctx` that `setup_context` and `backward` see for one sample under vmap: its
+    saved tensors and the attributes set on it."""
+    def __init__(self, saved=(), n=0):
+        self.to_save, self.needs_input_grad = tuple(saved), (True,) * n
     def save_for_backward(self, *tensors): self.to_save = tensors
     saved_tensors = property(lambda self: self.to_save)
     def mark_non_differentiable(self, *tensors): pass
 
 # %% ../nbs/15_func.ipynb
 def generated_function(cls):
-    "A Function on whole batches made of `cls` (generate_vmap_rule=True): its forward with setup_context, and its backward, each under vmap."
+    """A Function on whole batches made of `cls` (generate_vmap_rule=True): its forward
+    with setup_context, and its backward, each under vmap."""
     kept = SimpleNamespace()
     class Generated(AutogradFunction):
-        generate_vmap_rule = True                 # under an outer vmap, it is generated again
+        generate_vmap_rule = True  # under an outer vmap, it is generated again
         @staticmethod
         def forward(batched, *xs):
             def one(*x):
                 out, sample = cls.forward(*x), SampleCtx(n=len(x))
                 cls.setup_context(sample, x, out)
-                kept.attrs = {k: v for k, v in vars(sample).items() if k not in ('to_save', 'needs_input_grad')}   # the same for every sample
+                kept.attrs = {
+                    k: v
+                    for k, v in vars(sample).items()
+                    if k not in ('to_save', 'needs_input_grad')
+                }  # the same for every sample
                 return out, tuple(sample.to_save)
             kept.dims = tuple(0 if b else None for b in batched)
             out, kept.saved = vmap(one, in_dims=kept.dims)(*xs)
@@ -693,17 +1251,21 @@ def generated_function(cls):
                 g = cls.backward(sample, *gs)
                 return g if isinstance(g, tuple) else (g,)
             gs = vmap(one)(grads, tuple(ctx.saved_tensors))
-            return (None,) + tuple(g if g is None or d == 0 else g.sum(0) for g, d in zip(gs, ctx.dims))   # unbatched input: summed
+            return (None,) + tuple(
+                g if g is None or d == 0 else g.sum(0) for g, d in zip(gs, ctx.dims)
+            )  # unbatched input: summed
     return Generated
 
 # %% ../nbs/15_func.ipynb
 def identity_like(t):
-    "The identity matrix of `t`'s size, each row in `t`'s shape: every direction along one element, as one batch."
+    """The identity matrix of `t`'s size, each row in `t`'s shape: every direction along
+    one element, as one batch."""
     n = math.prod(t.shape)
     return Tensor(np.eye(n, dtype=t.dtype).reshape((n,) + tuple(t.shape)))
 
 def jacrev(func, argnums=0):
-    "The Jacobian of `func` by reverse mode: one backward pass on the batch of seeds eₖ (`vmap` of the vjp), rows eₖᵀJ."
+    """The Jacobian of `func` by reverse mode: one backward pass on the batch of seeds
+    eₖ (`vmap` of the vjp), rows eₖᵀJ."""
     def wrapper(*args):
         nums = check_argnums(argnums, len(args))
         with transform(), enable_grad():
@@ -711,23 +1273,29 @@ def jacrev(func, argnums=0):
             out = func(*inner)
             ins = [leaves[0] for leaves, _ in fresh]
             rows = vmap(lambda e: tuple(gradients(out, ins, e)))(identity_like(out))
-            jacs = tuple(r.reshape(tuple(out.shape) + tuple(x.shape)) for r, x in zip(rows, ins))
+            jacs = tuple(
+                r.reshape(tuple(out.shape) + tuple(x.shape)) for r, x in zip(rows, ins)
+            )
         return finish(jacs[0] if isinstance(argnums, int) else jacs, args)
     return wrapper
 
 # %% ../nbs/15_func.ipynb
 def jacfwd(func, argnums=0):
-    "The Jacobian of `func` by forward mode: one forward pass on the batch of directions eₖ (`vmap` of the jvp), columns J eₖ."
+    """The Jacobian of `func` by forward mode: one forward pass on the batch of
+    directions eₖ (`vmap` of the jvp), columns J eₖ."""
     def wrapper(*args):
         nums, jacs = check_argnums(argnums, len(args)), []
         with transform():
             for i in nums:
                 at = lambda xi: func(*[xi if j == i else a for j, a in enumerate(args)])
-                cols = vmap(lambda e: jvp(at, (args[i],), (e,))[1], out_dims=-1)(identity_like(args[i]))
+                cols = vmap(lambda e: jvp(at, (args[i],), (e,))[1], out_dims=-1)(
+                    identity_like(args[i])
+                )
                 jacs.append(cols.reshape(tuple(cols.shape[:-1]) + tuple(args[i].shape)))
         return finish(jacs[0] if isinstance(argnums, int) else tuple(jacs), args)
     return wrapper
 
 def hessian(func, argnums=0):
-    "The Hessian of `func`: the forward-mode Jacobian of its reverse-mode Jacobian, `jacfwd(jacrev(func))`."
+    """The Hessian of `func`: the forward-mode Jacobian of its reverse-mode Jacobian,
+    `jacfwd(jacrev(func))`."""
     return jacfwd(jacrev(func, argnums), argnums)

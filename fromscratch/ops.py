@@ -37,55 +37,119 @@ from collections import namedtuple
 
 import numpy as np
 
-from .core import (Tensor, Function, Add, operands, Expand, expand_to, grad_mode, result_type, category,
-                              size_arg, expandable, broadcast_op, broadcast_error, shape_of, sum_to, cast, make_view,
-                              view_of, rebase, float32, float64, int64, defaults, default_generator, check_device,
-                              scalar_type, SCALAR_TYPES, CPU, NODE_NAMES, SumToSize, ToDtype, CopyGrad, linear_jvp, forward_mode)
+from fromscratch.core import (
+    Tensor,
+    Function,
+    Add,
+    operands,
+    Expand,
+    expand_to,
+    grad_mode,
+    result_type,
+    category,
+    size_arg,
+    expandable,
+    broadcast_op,
+    broadcast_error,
+    shape_of,
+    sum_to,
+    cast,
+    make_view,
+    view_of,
+    rebase,
+    float32,
+    float64,
+    int64,
+    defaults,
+    default_generator,
+    check_device,
+    scalar_type,
+    SCALAR_TYPES,
+    CPU,
+    NODE_NAMES,
+    SumToSize,
+    ToDtype,
+    CopyGrad,
+    linear_jvp,
+    forward_mode,
+)
 from .hooks import register_hook, retain_grad
 
 # %% ../nbs/07_ops.ipynb
 def as_float(x):
-    "The array `x`, or `x` in the default float dtype if it holds integers or bools (PyTorch's `exp(int)` is a float)."
+    """The array `x`, or `x` in the default float dtype if it holds integers or bools
+    (PyTorch's `exp(int)` is a float)."""
     return x if x.dtype.kind == 'f' else x.astype(defaults.dtype)
 
 def alias(t):
-    "A tensor sharing `t`'s array and version counter, without its history: an output saved without a cycle."
+    """A tensor sharing `t`'s array and version counter, without its history: an output
+    saved without a cycle."""
     out = Tensor(t.array)
     out._version_counter = t.version_counter
     return out
 
 def with_history(ctx, saved):
-    "A saved output (an `alias`), given back its history (the node `ctx`) and tangent when the backward itself is recorded."
-    if not grad_mode.enabled or ctx.edges is None: return saved   # no edges: a node forward mode made but did not record
+    """A saved output (an `alias`), given back its history (the node `ctx`) and tangent
+    when the backward itself is recorded."""
+    if not grad_mode.enabled or ctx.edges is None:
+        return saved  # no edges: a node forward mode made but did not record
     out = Tensor(saved.array)
-    out._version_counter, out.grad_fn, out._requires_grad, out._output_nr = saved._version_counter, ctx, True, 0
+    out._version_counter, out.grad_fn, out._requires_grad, out._output_nr = (
+        saved._version_counter,
+        ctx,
+        True,
+        0,
+    )
     out._fw_grad = saved._fw_grad
     return out
 
 # %% ../nbs/07_ops.ipynb
 class Pointwise(Function):
-    "An elementwise function of one tensor: `compute` on its array; `derivative(x, out)`, times the gradient."
-    array_backward = True   # each `derivative` below is written with operators, so it runs on arrays and tensors alike
-    uses_output = False   # whether `derivative` needs the output (saved without a cycle) or the input
-    keeps_ints = False    # whether integers stay integers (abs, relu) or become float32 (exp, log, ...)
+    """An elementwise function of one tensor: `compute` on its array; `derivative(x,
+    out)`, times the gradient."""
+    # each `derivative` below is written with operators, so it runs on arrays and
+    # tensors alike
+    array_backward = True
+    # whether `derivative` needs the output (saved without a cycle) or the input
+    uses_output = False
+    # whether integers stay integers (abs, relu) or become float32 (exp, log, ...)
+    keeps_ints = False
     @staticmethod
     def forward(ctx, a):
         f = ctx.function
-        out = Tensor(np.asarray(f.compute(a.array if f.keeps_ints else as_float(a.array))))
-        if ctx.needs_input_grad[0]: ctx.save_for_backward(alias(out) if f.uses_output else a)
+        out = Tensor(
+            np.asarray(f.compute(a.array if f.keeps_ints else as_float(a.array)))
+        )
+        if ctx.needs_input_grad[0]:
+            ctx.save_for_backward(alias(out) if f.uses_output else a)
         return out
     @staticmethod
     def backward(ctx, grad_output):
         saved, = ctx.saved_tensors
         f = ctx.function
-        return grad_output * (f.derivative(None, with_history(ctx, saved)) if f.uses_output else f.derivative(saved, None))
-    jvp = backward   # the Jacobian is diagonal, so J t = Jᵀ t: the tangent times the same `derivative`
+        return grad_output * (
+            f.derivative(None, with_history(ctx, saved))
+            if f.uses_output
+            else f.derivative(saved, None)
+        )
+    # the Jacobian is diagonal, so J t = Jᵀ t: the tangent times the same `derivative`
+    jvp = backward
 
 # %% ../nbs/07_ops.ipynb
 def pointwise(name, compute, derivative, doc, uses_output=False, keeps_ints=False):
-    "A `Pointwise` op: its forward (`compute`) and its gradient formula (`derivative`) on one line each."
-    return type(name, (Pointwise,), dict(compute=staticmethod(compute), derivative=staticmethod(derivative),
-                                         uses_output=uses_output, keeps_ints=keeps_ints, __doc__=doc))
+    """A `Pointwise` op: its forward (`compute`) and its gradient formula (`derivative`)
+    on one line each."""
+    return type(
+        name,
+        (Pointwise,),
+        dict(
+            compute=staticmethod(compute),
+            derivative=staticmethod(derivative),
+            uses_output=uses_output,
+            keeps_ints=keeps_ints,
+            __doc__=doc,
+        ),
+    )
 
 def sigmoid_array(x):
     "1 / (1 + e ** -x) without overflow: through e ** -|x|."
@@ -93,37 +157,87 @@ def sigmoid_array(x):
     return np.where(x >= 0, 1, e) / (1 + e)
 
 def quietly(f):
-    "`f` on arrays, without numpy's warnings: like torch, `exp(1000)` is inf and `log(0)` is -inf, silently."
+    """`f` on arrays, without numpy's warnings: like torch, `exp(1000)` is inf and
+    `log(0)` is -inf, silently."""
     def compute(x):
         with np.errstate(divide='ignore', invalid='ignore', over='ignore'): return f(x)
     return compute
 
 # %% ../nbs/07_ops.ipynb
-Exp     = pointwise('Exp',     quietly(np.exp), lambda x, out: out,               "e ** x", uses_output=True)
-Log     = pointwise('Log',     quietly(np.log), lambda x, out: 1 / x,             "The natural logarithm.")
-Sqrt    = pointwise('Sqrt',    quietly(np.sqrt), lambda x, out: 0.5 / out,         "The square root.", uses_output=True)
-Tanh    = pointwise('Tanh',    np.tanh,       lambda x, out: 1 - out * out,     "The hyperbolic tangent.", uses_output=True)
-Sigmoid = pointwise('Sigmoid', sigmoid_array, lambda x, out: out * (1 - out),   "1 / (1 + e ** -x).", uses_output=True)
-Abs     = pointwise('Abs',     np.abs,        lambda x, out: (x > 0) * 1.0 - (x < 0) * 1.0, "|x| (gradient 0 at 0).", keeps_ints=True)
-Relu    = pointwise('Relu',    lambda x: np.maximum(x, 0), lambda x, out: ~(out <= 0),
-                    "max(x, 0), with relu'(0) = 0 (a nan passes its gradient on).", uses_output=True, keeps_ints=True)
+Exp = pointwise('Exp', quietly(np.exp), lambda x, out: out, "e ** x", uses_output=True)
+Log = pointwise('Log', quietly(np.log), lambda x, out: 1 / x, "The natural logarithm.")
+Sqrt = pointwise(
+    'Sqrt',
+    quietly(np.sqrt),
+    lambda x, out: 0.5 / out,
+    "The square root.",
+    uses_output=True,
+)
+Tanh = pointwise(
+    'Tanh',
+    np.tanh,
+    lambda x, out: 1 - out * out,
+    "The hyperbolic tangent.",
+    uses_output=True,
+)
+Sigmoid = pointwise(
+    'Sigmoid',
+    sigmoid_array,
+    lambda x, out: out * (1 - out),
+    "1 / (1 + e ** -x).",
+    uses_output=True,
+)
+Abs = pointwise(
+    'Abs',
+    np.abs,
+    lambda x, out: (x > 0) * 1.0 - (x < 0) * 1.0,
+    "|x| (gradient 0 at 0).",
+    keeps_ints=True,
+)
+Relu = pointwise(
+    'Relu',
+    lambda x: np.maximum(x, 0),
+    lambda x, out: ~(out <= 0),
+    "max(x, 0), with relu'(0) = 0 (a nan passes its gradient on).",
+    uses_output=True,
+    keeps_ints=True,
+)
 
 # %% ../nbs/07_ops.ipynb
 def total(terms):
-    "The sum of the tangents in `terms` (forward mode: each input's contribution to the output's tangent)."
+    """The sum of the tangents in `terms` (forward mode: each input's contribution to
+    the output's tangent)."""
     out = terms[0]
     for t in terms[1:]: out = out + t
     return out
 
 def either(x, ufunc, op):
-    "`ufunc(x)` on an array (a plain backward), the recorded `op` on a Tensor (under `create_graph`)."
+    """`ufunc(x)` on an array (a plain backward), the recorded `op` on a Tensor (under
+    `create_graph`)."""
     return op.apply(x) if isinstance(x, Tensor) else ufunc(x)
 
 Sin   = pointwise('Sin',   np.sin, lambda x, out: either(x, np.cos, Cos),  "The sine.")
-Cos   = pointwise('Cos',   np.cos, lambda x, out: -either(x, np.sin, Sin), "The cosine.")
-Log1p = pointwise('Log1p', quietly(np.log1p), lambda x, out: 1 / (1 + x),  "log(1 + x), precise for small x.")
-Expm1 = pointwise('Expm1', quietly(np.expm1), lambda x, out: out + 1,      "e ** x - 1, precise for small x.", uses_output=True)
-Rsqrt = pointwise('Rsqrt', quietly(lambda x: 1 / np.sqrt(x)), lambda x, out: -0.5 * out * out * out, "1 / sqrt(x).", uses_output=True)
+Cos = pointwise('Cos', np.cos, lambda x, out: -either(x, np.sin, Sin), "The cosine.")
+Log1p = pointwise(
+    'Log1p',
+    quietly(np.log1p),
+    lambda x, out: 1 / (1 + x),
+    "log(1 + x), precise for small x.",
+)
+Expm1 = pointwise(
+    'Expm1',
+    quietly(np.expm1),
+    lambda x, out: out + 1,
+    "e ** x - 1, precise for small x.",
+    uses_output=True,
+)
+Rsqrt = pointwise(
+    'Rsqrt',
+    quietly(lambda x: 1 / np.sqrt(x)),
+    lambda x, out: -0.5 * out * out * out,
+    "1 / sqrt(x).",
+    uses_output=True,
+)
 
 # %% ../nbs/07_ops.ipynb
 class Neg(Function):
@@ -132,8 +246,11 @@ class Neg(Function):
     @staticmethod
     def forward(ctx, a):
         if a.array.dtype.kind == 'b':
-            raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
-                               "invert a mask, use the `~` or `logical_not()` operator instead.")
+            raise RuntimeError(
+                "Negation, the `-` operator, on a bool tensor is not supported. If you"
+                " are trying to invert a mask, use the `~` or `logical_not()` operator"
+                " instead."
+            )
         return Tensor(np.negative(a.array))
     @staticmethod
     def backward(ctx, grad_output): return -grad_output
@@ -141,7 +258,8 @@ class Neg(Function):
 
 # %% ../nbs/07_ops.ipynb
 def sgn(x):
-    "The sign of each element of the array `x` as PyTorch computes it: -1, 0 or 1, and 0 for nan."
+    """The sign of each element of the array `x` as PyTorch computes it: -1, 0 or 1, and
+    0 for nan."""
     return np.where(np.isnan(x), 0, np.sign(x)).astype(x.dtype, copy=False)
 
 class Sign(Function):
@@ -154,38 +272,63 @@ class Sign(Function):
 
 # %% ../nbs/07_ops.ipynb
 def clamp_masks(x, lo, hi, needs):
-    "Where each of x, min, max (arrays or numbers) gets the gradient of clamp: inside, cut by min (below max), cut by max."
-    inside = np.logical_and(True if lo is None else x >= lo, True if hi is None else x <= hi) if needs[0] else None
-    below = np.logical_and(x < lo, True if hi is None else lo < hi) if needs[1] else None
-    above = np.logical_or(x > hi, False if lo is None else hi < lo) if needs[2] else None
+    """Where each of x, min, max (arrays or numbers) gets the gradient of clamp: inside,
+    cut by min (below max), cut by max."""
+    inside = (
+        np.logical_and(True if lo is None else x >= lo, True if hi is None else x <= hi)
+        if needs[0]
+        else None
+    )
+    below = (
+        np.logical_and(x < lo, True if hi is None else lo < hi) if needs[1] else None
+    )
+    above = (
+        np.logical_or(x > hi, False if lo is None else hi < lo) if needs[2] else None
+    )
     return [None if m is None else Tensor(m) for m in (inside, below, above)]
 
 def clamp_dtype(a, lo, hi):
     "The dtype of clamp's result: PyTorch's promotion of `a` with each bound in turn."
     dtype = a.array.dtype
     for bound in (lo, hi):
-        if bound is not None: dtype = result_type(Tensor(np.empty((1,) * builtins.min(a.array.ndim, 1), dtype)), bound)
+        if bound is not None:
+            dtype = result_type(
+                Tensor(np.empty((1,) * builtins.min(a.array.ndim, 1), dtype)), bound
+            )
     return dtype
 
 # %% ../nbs/07_ops.ipynb
 class Clamp(Function):
-    "Values cut to [min, max] (numbers or tensors, either may be None); the gradient goes to whichever gave the value."
+    """Values cut to [min, max] (numbers or tensors, either may be None); the gradient
+    goes to whichever gave the value."""
     array_backward = True
     @staticmethod
     def forward(ctx, a, min=None, max=None):
-        if min is None and max is None: raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+        if min is None and max is None:
+            raise RuntimeError(
+                "torch.clamp: At least one of 'min' or 'max' must not be None"
+            )
         x, lo, hi = (v.array if isinstance(v, Tensor) else v for v in (a, min, max))
-        out = x if lo is None else np.maximum(x, lo)     # maximum and minimum pass a nan on, as torch's clamp does
+        out = (
+            x if lo is None else np.maximum(x, lo)
+        )  # maximum and minimum pass a nan on, as torch's clamp does
         if hi is not None: out = np.minimum(out, hi)
-        ctx.save_for_backward(a, *clamp_masks(x, lo, hi, ctx.needs_input_grad))   # a: for its version, as PyTorch
+        ctx.save_for_backward(
+            a, *clamp_masks(x, lo, hi, ctx.needs_input_grad)
+        )  # a: for its version, as PyTorch
         return Tensor(out.astype(clamp_dtype(a, min, max), copy=False))
     @staticmethod
     def backward(ctx, grad_output):
         masks = ctx.saved_tensors[1:]
-        return tuple(None if m is None else sum_to(grad_output * m, ctx.input_shape(i)) for i, m in enumerate(masks))
+        return tuple(
+            None if m is None else sum_to(grad_output * m, ctx.input_shape(i))
+            for i, m in enumerate(masks)
+        )
     @staticmethod
-    def jvp(ctx, *tangents):   # the same masks, weighting the tangents of x, min and max
-        return total([t * m for t, m in zip(tangents, ctx.saved_tensors[1:]) if t is not None])
+    def jvp(ctx, *tangents):  # the same masks, weighting the tangents of x, min and max
+        return total(
+            [t * m for t, m in zip(tangents, ctx.saved_tensors[1:]) if t is not None]
+        )
 
 # %% ../nbs/07_ops.ipynb
 def exp(input): "e to the power of each element."; return Exp.apply(input)
@@ -197,8 +340,12 @@ def sigmoid(input): "1 / (1 + exp(-x)) for each element."; return Sigmoid.apply(
 def tanh(input): "The hyperbolic tangent of each element."; return Tanh.apply(input)
 def sign(input): "-1, 0 or 1 for each element."; return Sign.apply(input)
 def neg(input): "-x for each element."; return Neg.apply(input)
-def clamp(input, min=None, max=None): "Each element cut to [min, max]."; return Clamp.apply(input, min, max)
-def clamp_min(input, min): "Each element cut from below at `min`."; return Clamp.apply(input, min, None)
+def clamp(input, min=None, max=None):
+    "Each element cut to [min, max]."
+    return Clamp.apply(input, min, max)
+def clamp_min(input, min):
+    "Each element cut from below at `min`."
+    return Clamp.apply(input, min, None)
 
 # %% ../nbs/07_ops.ipynb
 def sin(input): "The sine of each element."; return Sin.apply(input)
@@ -206,23 +353,41 @@ def cos(input): "The cosine of each element."; return Cos.apply(input)
 def log1p(input): "log(1 + x) for each element."; return Log1p.apply(input)
 def expm1(input): "e ** x - 1 for each element."; return Expm1.apply(input)
 def rsqrt(input): "1 / sqrt(x) for each element."; return Rsqrt.apply(input)
-def clamp_max(input, max): "Each element cut from above at `max`."; return Clamp.apply(input, None, max)
+def clamp_max(input, max):
+    "Each element cut from above at `max`."
+    return Clamp.apply(input, None, max)
 
 # %% ../nbs/07_ops.ipynb
 def comparison(ufunc):
-    "A comparison or logical operator: elementwise, broadcasting, a `bool` tensor outside the graph."
+    """A comparison or logical operator: elementwise, broadcasting, a `bool` tensor
+    outside the graph."""
     def compare(self, other):
-        if not isinstance(other, (Tensor, int, float, np.ndarray, np.generic)): return NotImplemented
+        if not isinstance(other, (Tensor, int, float, np.ndarray, np.generic)):
+            return NotImplemented
         return broadcast_op(ufunc, self, other)
     compare.__name__ = ufunc.__name__
     return compare
 
-eq, ne, lt, le, gt, ge = (comparison(f) for f in (np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal))
-bitwise_and, bitwise_or, bitwise_xor = (comparison(f) for f in (np.bitwise_and, np.bitwise_or, np.bitwise_xor))
+eq, ne, lt, le, gt, ge = (
+    comparison(f)
+    for f in (
+        np.equal,
+        np.not_equal,
+        np.less,
+        np.less_equal,
+        np.greater,
+        np.greater_equal,
+    )
+)
+bitwise_and, bitwise_or, bitwise_xor = (
+    comparison(f) for f in (np.bitwise_and, np.bitwise_or, np.bitwise_xor)
+)
 
 def logical_not(input):
     "`~x`: not for bools, bitwise not for integers."
-    return Tensor(np.logical_not(input.array) if input.array.dtype == np.bool_ else ~input.array)
+    return Tensor(
+        np.logical_not(input.array) if input.array.dtype == np.bool_ else ~input.array
+    )
 
 # %% ../nbs/07_ops.ipynb
 class Where(Function):
@@ -235,56 +400,105 @@ class Where(Function):
     @staticmethod
     def backward(ctx, grad_output):
         c, = ctx.saved_tensors
-        return (None, sum_to(where(c, grad_output, 0.0), ctx.input_shape(1)) if ctx.needs_input_grad[1] else None,
-                sum_to(where(c, 0.0, grad_output), ctx.input_shape(2)) if ctx.needs_input_grad[2] else None)
+        return (
+            None,
+            (
+                sum_to(where(c, grad_output, 0.0), ctx.input_shape(1))
+                if ctx.needs_input_grad[1]
+                else None
+            ),
+            (
+                sum_to(where(c, 0.0, grad_output), ctx.input_shape(2))
+                if ctx.needs_input_grad[2]
+                else None
+            ),
+        )
     @staticmethod
-    def jvp(ctx, _, ta, tb): return where(ctx.saved_tensors[0], 0.0 if ta is None else ta, 0.0 if tb is None else tb)
+    def jvp(ctx, _, ta, tb):
+        return where(
+            ctx.saved_tensors[0], 0.0 if ta is None else ta, 0.0 if tb is None else tb
+        )
 
 # %% ../nbs/07_ops.ipynb
 def where(condition, input=None, other=None):
-    "`input` where `condition` holds, `other` elsewhere; with only `condition`, the indices where it holds."
-    if input is None and other is None: return tuple(Tensor(i) for i in np.nonzero(condition.array))
+    """`input` where `condition` holds, `other` elsewhere; with only `condition`, the
+    indices where it holds."""
+    if input is None and other is None:
+        return tuple(Tensor(i) for i in np.nonzero(condition.array))
     if input is None or other is None:
-        raise TypeError("where() received an invalid combination of arguments: give `condition` alone, or "
-                        "`condition, input, other`")
+        raise TypeError(
+            "where() received an invalid combination of arguments: give `condition`"
+            " alone, or `condition, input, other`"
+        )
     return Where.apply(condition, input, other)
 
 # %% ../nbs/07_ops.ipynb
 def float_test(ufunc, integers):
-    "An elementwise test of floats (`np.isnan`, ...): a bool tensor; integers and bools all give `integers`."
+    """An elementwise test of floats (`np.isnan`, ...): a bool tensor; integers and
+    bools all give `integers`."""
     def test(input):
         x = input.array
         return Tensor(ufunc(x) if x.dtype.kind == 'f' else np.full(x.shape, integers))
-    test.__name__, test.__doc__ = ufunc.__name__, f"Where each element passes `{ufunc.__name__}` (a bool tensor)."
+    test.__name__, test.__doc__ = (
+        ufunc.__name__,
+        f"Where each element passes `{ufunc.__name__}` (a bool tensor).",
+    )
     return test
 
-isnan, isinf, isfinite = float_test(np.isnan, False), float_test(np.isinf, False), float_test(np.isfinite, True)
+isnan, isinf, isfinite = (
+    float_test(np.isnan, False),
+    float_test(np.isinf, False),
+    float_test(np.isfinite, True),
+)
 
 # %% ../nbs/07_ops.ipynb
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-    "Whether |input - other| <= atol + rtol * |other| everywhere (broadcasting): a Python bool."
+    """Whether |input - other| <= atol + rtol * |other| everywhere (broadcasting): a
+    Python bool."""
     if not isinstance(other, Tensor):
-        raise TypeError(f"allclose(): argument 'other' (position 2) must be Tensor, not {type(other).__name__}")
+        raise TypeError(
+            "allclose(): argument 'other' (position 2) must be Tensor, not"
+            f" {type(other).__name__}"
+        )
     x, y = input.array, other.array
-    if x.dtype != y.dtype: raise RuntimeError(f"{scalar_type(x.dtype)} did not match {scalar_type(y.dtype)}")
-    try: return builtins.bool(np.all(np.isclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan)))
-    except ValueError: raise broadcast_error(x.shape, y.shape) from None
+    if x.dtype != y.dtype:
+        raise RuntimeError(
+            f"{scalar_type(x.dtype)} did not match {scalar_type(y.dtype)}"
+        )
+    try:
+        return builtins.bool(
+            np.all(np.isclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan))
+        )
+    except ValueError:
+        raise broadcast_error(x.shape, y.shape) from None
 
 def equal(input, other):
     "Whether the two tensors have the same shape and the same values (a Python bool)."
-    return input.array.shape == other.array.shape and builtins.bool(np.array_equal(input.array, other.array))
+    return input.array.shape == other.array.shape and builtins.bool(
+        np.array_equal(input.array, other.array)
+    )
 
 # %% ../nbs/07_ops.ipynb
-def is_bool(v): return v.array.dtype.kind == 'b' if isinstance(v, Tensor) else isinstance(v, builtins.bool)
+def is_bool(v):
+    return (
+        v.array.dtype.kind == 'b'
+        if isinstance(v, Tensor)
+        else isinstance(v, builtins.bool)
+    )
 
 def check_bool_sub(a, b):
     "PyTorch has no subtraction of bools (in place or not): raise its error."
     if is_bool(a) and is_bool(b):
-        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` "
-                           "or `logical_xor()` operator instead.")
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with two bool tensors is not supported. Use"
+            " the `^` or `logical_xor()` operator instead."
+        )
     if is_bool(a) or is_bool(b):
-        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
-                           "to invert a mask, use the `~` or `logical_not()` operator instead.")
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with a bool tensor is not supported. If you"
+            " are trying to invert a mask, use the `~` or `logical_not()` operator"
+            " instead."
+        )
 
 # %% ../nbs/07_ops.ipynb
 class Sub(Function):
@@ -296,8 +510,18 @@ class Sub(Function):
         return broadcast_op(np.subtract, a, b)
     @staticmethod
     def backward(ctx, grad_output):
-        return (sum_to(grad_output, ctx.input_shape(0)) if ctx.needs_input_grad[0] else None,
-                sum_to(-grad_output, ctx.input_shape(1)) if ctx.needs_input_grad[1] else None)
+        return (
+            (
+                sum_to(grad_output, ctx.input_shape(0))
+                if ctx.needs_input_grad[0]
+                else None
+            ),
+            (
+                sum_to(-grad_output, ctx.input_shape(1))
+                if ctx.needs_input_grad[1]
+                else None
+            ),
+        )
     @staticmethod
     def jvp(ctx, ta, tb): return -tb if ta is None else ta if tb is None else ta - tb
 
@@ -307,22 +531,46 @@ class Mul(Function):
     array_backward = True
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b if ctx.needs_input_grad[0] else None)
+        ctx.save_for_backward(
+            a if ctx.needs_input_grad[1] else None,
+            b if ctx.needs_input_grad[0] else None,
+        )
         return broadcast_op(np.multiply, a, b)
     @staticmethod
     def backward(ctx, grad_output):
         a, b = ctx.saved_tensors
-        return (sum_to(grad_output * b, ctx.input_shape(0)) if ctx.needs_input_grad[0] else None,
-                sum_to(grad_output * a, ctx.input_shape(1)) if ctx.needs_input_grad[1] else None)
+        return (
+            (
+                sum_to(grad_output * b, ctx.input_shape(0))
+                if ctx.needs_input_grad[0]
+                else None
+            ),
+            (
+                sum_to(grad_output * a, ctx.input_shape(1))
+                if ctx.needs_input_grad[1]
+                else None
+            ),
+        )
     @staticmethod
     def jvp(ctx, ta, tb):   # the product rule: da b + a db
         a, b = ctx.saved_tensors
-        return total([t for t in (None if ta is None else ta * b, None if tb is None else a * tb) if t is not None])
+        return total(
+            [
+                t
+                for t in (
+                    None if ta is None else ta * b,
+                    None if tb is None else a * tb,
+                )
+                if t is not None
+            ]
+        )
 
 # %% ../nbs/07_ops.ipynb
 def true_divide(x, y):
-    "x / y on arrays, as PyTorch divides: integers give the default float dtype, and dividing by 0 gives inf or nan."
-    if np.result_type(x, y).kind != 'f': x, y = np.asarray(x, defaults.dtype), np.asarray(y, defaults.dtype)
+    """x / y on arrays, as PyTorch divides: integers give the default float dtype, and
+    dividing by 0 gives inf or nan."""
+    if np.result_type(x, y).kind != 'f':
+        x, y = np.asarray(x, defaults.dtype), np.asarray(y, defaults.dtype)
     with np.errstate(divide='ignore', invalid='ignore'): return np.true_divide(x, y)
 
 # %% ../nbs/07_ops.ipynb
@@ -336,32 +584,67 @@ class Div(Function):
     @staticmethod
     def backward(ctx, grad_output):
         a, b = ctx.saved_tensors
-        return (sum_to(grad_output / b, ctx.input_shape(0)) if ctx.needs_input_grad[0] else None,
-                sum_to(-grad_output * (a / b / b), ctx.input_shape(1)) if ctx.needs_input_grad[1] else None)
+        return (
+            (
+                sum_to(grad_output / b, ctx.input_shape(0))
+                if ctx.needs_input_grad[0]
+                else None
+            ),
+            (
+                sum_to(-grad_output * (a / b / b), ctx.input_shape(1))
+                if ctx.needs_input_grad[1]
+                else None
+            ),
+        )
     @staticmethod
     def jvp(ctx, ta, tb):
         a, b = ctx.saved_tensors
-        return total([t for t in (None if ta is None else ta / b, None if tb is None else -tb * (a / b / b)) if t is not None])
+        return total(
+            [
+                t
+                for t in (
+                    None if ta is None else ta / b,
+                    None if tb is None else -tb * (a / b / b),
+                )
+                if t is not None
+            ]
+        )
 
 # %% ../nbs/07_ops.ipynb
 def power(x, y):
-    "`x ** y` on arrays; a float `x` to the Python power 1/2 or -1/2 is a square root, as in PyTorch."
+    """`x ** y` on arrays; a float `x` to the Python power 1/2 or -1/2 is a square root,
+    as in PyTorch."""
     with np.errstate(divide='ignore', invalid='ignore'):
-        if isinstance(x, np.ndarray) and x.dtype.kind == 'f' and isinstance(y, float) and y in (0.5, -0.5):
-            return np.sqrt(x) if y == 0.5 else 1 / np.sqrt(x)   # sqrt(-inf) is nan and 1/sqrt(-0.0) is -inf
-        if isinstance(y, np.ndarray) and y.dtype.kind in 'iu' and (y < 0).any(): return int_power(x, y)
-        if isinstance(x, np.ndarray) and x.dtype.kind in 'biu' and isinstance(y, int) and y < 0:
+        if (
+            isinstance(x, np.ndarray)
+            and x.dtype.kind == 'f'
+            and isinstance(y, float)
+            and y in (0.5, -0.5)
+        ):
+            return (
+                np.sqrt(x) if y == 0.5 else 1 / np.sqrt(x)
+            )  # sqrt(-inf) is nan and 1/sqrt(-0.0) is -inf
+        if isinstance(y, np.ndarray) and y.dtype.kind in 'iu' and (y < 0).any():
+            return int_power(x, y)
+        if (
+            isinstance(x, np.ndarray)
+            and x.dtype.kind in 'biu'
+            and isinstance(y, int)
+            and y < 0
+        ):
             raise RuntimeError("Integers to negative integer powers are not allowed.")
         return np.power(x, y)
 
 def int_power(x, y):
-    "Integers to integer powers, some negative: 1 to any power is 1, -1 gives -1 or 1, anything else 0 (PyTorch's)."
+    """Integers to integer powers, some negative: 1 to any power is 1, -1 gives -1 or 1,
+    anything else 0 (PyTorch's)."""
     out = np.asarray(np.power(x, np.where(y < 0, 0, y)))
     one_over = np.where(x == 1, 1, np.where(x == -1, 1 - 2 * (y % 2), 0))
     return np.where(y < 0, one_over, out).astype(out.dtype)
 
 def bool_pow(a, b):
-    "bool ** bool: PyTorch has no such kernel, except a bool tensor to a Python bool power (x ** 0 = 1, x ** 1 = x)."
+    """bool ** bool: PyTorch has no such kernel, except a bool tensor to a Python bool
+    power (x ** 0 = 1, x ** 1 = x)."""
     if isinstance(a, Tensor) and not isinstance(b, Tensor):
         return Tensor(a.array.copy() if b else np.ones_like(a.array))
     raise NotImplementedError("\"pow\" not implemented for 'Bool'")
@@ -384,30 +667,60 @@ class Pow(Function):
     def forward(ctx, a, b):
         if is_bool(a) and is_bool(b): return bool_pow(a, b)
         out = broadcast_op(power, a, b)
-        ctx.save_for_backward(a, b, alias(out) if isinstance(b, Tensor) else None)   # PyTorch's choice, below
+        ctx.save_for_backward(
+            a, b, alias(out) if isinstance(b, Tensor) else None
+        )  # PyTorch's choice, below
         return out
     @staticmethod
     def backward(ctx, grad_output):
         a, b, out = ctx.saved_tensors
-        return (sum_to(pow_base_grad(grad_output, a, b), ctx.input_shape(0)) if ctx.needs_input_grad[0] else None,
-                sum_to(pow_exponent_grad(grad_output, a, b, with_history(ctx, out)), ctx.input_shape(1))
-                if ctx.needs_input_grad[1] else None)
+        return (
+            (
+                sum_to(pow_base_grad(grad_output, a, b), ctx.input_shape(0))
+                if ctx.needs_input_grad[0]
+                else None
+            ),
+            (
+                sum_to(
+                    pow_exponent_grad(grad_output, a, b, with_history(ctx, out)),
+                    ctx.input_shape(1),
+                )
+                if ctx.needs_input_grad[1]
+                else None
+            ),
+        )
     @staticmethod
-    def jvp(ctx, ta, tb):   # the backward's two formulas, with the tangents in place of the gradient
+    def jvp(
+        ctx, ta, tb
+    ):  # the backward's two formulas, with the tangents in place of the gradient
         a, b, out = ctx.saved_tensors
-        return total([t for t in (None if ta is None else pow_base_grad(ta, a, b),
-                                  None if tb is None else pow_exponent_grad(tb, a, b, with_history(ctx, out))) if t is not None])
+        return total(
+            [
+                t
+                for t in (
+                    None if ta is None else pow_base_grad(ta, a, b),
+                    (
+                        None
+                        if tb is None
+                        else pow_exponent_grad(tb, a, b, with_history(ctx, out))
+                    ),
+                )
+                if t is not None
+            ]
+        )
 
 # %% ../nbs/07_ops.ipynb
 def tie_shares(x, y, largest):
-    "Each side's share of the gradient of max(x, y) (or min): 1 where it won, 1/2 at a tie, 0 where it lost (a nan loses nowhere)."
+    """Each side's share of the gradient of max(x, y) (or min): 1 where it won, 1/2 at a
+    tie, 0 where it lost (a nan loses nowhere)."""
     x_loses, y_loses = (x < y, x > y) if largest else (x > y, x < y)
     tie = np.equal(x, y)
     return np.asarray(1 - x_loses - 0.5 * tie), np.asarray(1 - y_loses - 0.5 * tie)
 
 # %% ../nbs/07_ops.ipynb
 class Maximum(Function):
-    "The elementwise maximum of `a` and `b`; ties split the gradient in halves, like PyTorch."
+    """The elementwise maximum of `a` and `b`; ties split the gradient in halves, like
+    PyTorch."""
     array_backward = True
     largest = True
     @staticmethod
@@ -417,71 +730,119 @@ class Maximum(Function):
     @staticmethod
     def backward(ctx, grad_output):
         x, y = (t.array if isinstance(t, Tensor) else t for t in ctx.saved_tensors)
-        share_a, share_b = (s if ctx.arrays else Tensor(s) for s in tie_shares(x, y, ctx.function.largest))
-        return (sum_to(grad_output * share_a, ctx.input_shape(0)) if ctx.needs_input_grad[0] else None,
-                sum_to(grad_output * share_b, ctx.input_shape(1)) if ctx.needs_input_grad[1] else None)
+        share_a, share_b = (
+            s if ctx.arrays else Tensor(s)
+            for s in tie_shares(x, y, ctx.function.largest)
+        )
+        return (
+            (
+                sum_to(grad_output * share_a, ctx.input_shape(0))
+                if ctx.needs_input_grad[0]
+                else None
+            ),
+            (
+                sum_to(grad_output * share_b, ctx.input_shape(1))
+                if ctx.needs_input_grad[1]
+                else None
+            ),
+        )
     @staticmethod
     def jvp(ctx, ta, tb):
-        shares = tie_shares(*(t.array if isinstance(t, Tensor) else t for t in ctx.saved_tensors), ctx.function.largest)
+        shares = tie_shares(
+            *(t.array if isinstance(t, Tensor) else t for t in ctx.saved_tensors),
+            ctx.function.largest
+        )
         return total([t * Tensor(s) for t, s in zip((ta, tb), shares) if t is not None])
 
 # %% ../nbs/07_ops.ipynb
 class Minimum(Maximum):
-    "The elementwise minimum of `a` and `b`; ties split the gradient in halves, like PyTorch."
+    """The elementwise minimum of `a` and `b`; ties split the gradient in halves, like
+    PyTorch."""
     largest = False
 
 def pow(input, exponent): "`input ** exponent`."; return Pow.apply(input, exponent)
-def maximum(input, other): "The elementwise maximum of two tensors."; return Maximum.apply(input, other)
-def minimum(input, other): "The elementwise minimum of two tensors."; return Minimum.apply(input, other)
-def add(input, other, alpha=1): "`input + alpha * other`."; return Add.apply(input, other if alpha == 1 else other * alpha)
-def sub(input, other, alpha=1): "`input - alpha * other`."; return Sub.apply(input, other if alpha == 1 else other * alpha)
+def maximum(input, other):
+    "The elementwise maximum of two tensors."
+    return Maximum.apply(input, other)
+def minimum(input, other):
+    "The elementwise minimum of two tensors."
+    return Minimum.apply(input, other)
+def add(input, other, alpha=1):
+    "`input + alpha * other`."
+    return Add.apply(input, other if alpha == 1 else other * alpha)
+def sub(input, other, alpha=1):
+    "`input - alpha * other`."
+    return Sub.apply(input, other if alpha == 1 else other * alpha)
 def mul(input, other): "`input * other`."; return Mul.apply(input, other)
 def div(input, other): "`input / other`, true division."; return Div.apply(input, other)
 
 # %% ../nbs/07_ops.ipynb
 def floor_divide_arrays(x, y):
-    "x // y on arrays of one dtype: floats as Python rounds them (x / 0 is inf or nan), integers refuse to divide by 0."
+    """x // y on arrays of one dtype: floats as Python rounds them (x / 0 is inf or
+    nan), integers refuse to divide by 0."""
     kind = np.result_type(x, y).kind
-    if kind == 'b': raise NotImplementedError("\"div_floor_cpu\" not implemented for 'Bool'")
-    if kind in 'iu' and np.any(np.asarray(y) == 0): raise RuntimeError("ZeroDivisionError")
+    if kind == 'b':
+        raise NotImplementedError("\"div_floor_cpu\" not implemented for 'Bool'")
+    if kind in 'iu' and np.any(np.asarray(y) == 0):
+        raise RuntimeError("ZeroDivisionError")
     with np.errstate(divide='ignore', invalid='ignore'): return np.floor_divide(x, y)
 
 class FloorDivide(Function):
-    "a // b, rounded toward -inf, broadcasting; like PyTorch's, its backward is an error."
+    """a // b, rounded toward -inf, broadcasting; like PyTorch's, its backward is an
+    error."""
     @staticmethod
     def forward(ctx, a, b): return broadcast_op(floor_divide_arrays, a, b)
     @staticmethod
-    def backward(ctx, grad_output): raise RuntimeError("derivative for aten::floor_divide is not implemented")
+    def backward(ctx, grad_output):
+        raise RuntimeError("derivative for aten::floor_divide is not implemented")
 
-def floor_divide(input, other): "`input // other`, rounded toward -inf."; return FloorDivide.apply(input, other)
-def square(input): "Each element squared (`input ** 2`: integers stay integers)."; return Pow.apply(input, 2)
+def floor_divide(input, other):
+    "`input // other`, rounded toward -inf."
+    return FloorDivide.apply(input, other)
+def square(input):
+    "Each element squared (`input ** 2`: integers stay integers)."
+    return Pow.apply(input, 2)
 
 # %% ../nbs/07_ops.ipynb
 def dim_error(d, n):
     "PyTorch's error for a dimension index `d` outside a tensor of `n` dimensions."
-    return IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
+    return IndexError(
+        f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got"
+        f" {d})"
+    )
 
 def dim_index(d, ndim):
-    "One dimension index, wrapped if negative (None for a 0-d tensor, which accepts 0 and -1 like PyTorch)."
+    """One dimension index, wrapped if negative (None for a 0-d tensor, which accepts 0
+    and -1 like PyTorch)."""
     n = builtins.max(ndim, 1)
     if not -n <= d < n: raise dim_error(d, n)
     return d % n if ndim else None
 
 # %% ../nbs/07_ops.ipynb
 def dim_indices(dim, ndim):
-    "The dimensions `dim` names (an int, a tuple, or None for all) as a tuple of non-negative ints."
+    """The dimensions `dim` names (an int, a tuple, or None for all) as a tuple of
+    non-negative ints."""
     if dim is None: return tuple(range(ndim))
-    dims = tuple(d for d in (dim_index(d, ndim) for d in ((dim,) if isinstance(dim, int) else dim)) if d is not None)
+    dims = tuple(
+        d
+        for d in (dim_index(d, ndim) for d in ((dim,) if isinstance(dim, int) else dim))
+        if d is not None
+    )
     for i, d in enumerate(dims):
-        if d in dims[:i]: raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+        if d in dims[:i]:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
     return dims
 
 def reduction_jvp(ctx, t, dims):
-    "Forward mode through a reduction over `dims`: the backward of ones gives each input's partial derivative; times the tangent, summed per output."
+    """Forward mode through a reduction over `dims`: the backward of ones gives each
+    input's partial derivative; times the tangent, summed per output."""
     shape, dtype = ctx.output_meta[0]
     partial = ctx.function.backward(ctx, Tensor(np.ones(shape, dtype)))
     partial = partial[0] if isinstance(partial, tuple) else partial
-    if partial is None: return Tensor(np.zeros(shape, dtype))   # a piecewise-constant reduction (the 0-norm)
+    if partial is None:
+        return Tensor(
+            np.zeros(shape, dtype)
+        )  # a piecewise-constant reduction (the 0-norm)
     return (partial * t).sum(dims, keepdim=True).reshape(shape)
 
 def kept_shape(shape, dims):
@@ -489,19 +850,29 @@ def kept_shape(shape, dims):
     return tuple(1 if i in dims else s for i, s in enumerate(shape))
 
 # %% ../nbs/07_ops.ipynb
-def sum_dtype(x): return int64 if x.dtype.kind in 'biu' else None   # integers and bools sum to int64
+def sum_dtype(x):
+    return int64 if x.dtype.kind in 'biu' else None  # integers and bools sum to int64
 
 class Sum(Function):
-    "The sum over `dim` (None: all), keeping the reduced dimensions as size 1 if `keepdim`."
+    """The sum over `dim` (None: all), keeping the reduced dimensions as size 1 if
+    `keepdim`."""
     array_backward = True
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         x = a.array
         ctx.shape, ctx.dims = x.shape, dim_indices(dim, x.ndim)
-        return Tensor(np.asarray(np.add.reduce(x, axis=ctx.dims, dtype=sum_dtype(x), keepdims=keepdim)))
+        return Tensor(
+            np.asarray(
+                np.add.reduce(x, axis=ctx.dims, dtype=sum_dtype(x), keepdims=keepdim)
+            )
+        )
     @staticmethod
     def backward(ctx, grad_output):
-        return expand_to(grad_output.reshape(kept_shape(ctx.shape, ctx.dims)), ctx.shape), None, None
+        return (
+            expand_to(grad_output.reshape(kept_shape(ctx.shape, ctx.dims)), ctx.shape),
+            None,
+            None,
+        )
     jvp = staticmethod(linear_jvp)
 
 # %% ../nbs/07_ops.ipynb
@@ -511,20 +882,38 @@ class Mean(Function):
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         if a.array.dtype.kind != 'f':
-            raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point "
-                               f"or complex dtype. Got: {a.array.dtype} (convert with .float() first)")
+            raise RuntimeError(
+                "mean(): could not infer output dtype. Input dtype must be either a"
+                f" floating point or complex dtype. Got: {a.array.dtype} (convert with"
+                " .float() first)"
+            )
         ctx.shape, ctx.dims = a.array.shape, dim_indices(dim, a.array.ndim)
         ctx.n = math.prod(a.array.shape[d] for d in ctx.dims)
         with np.errstate(invalid='ignore', divide='ignore'):
-            return Tensor(np.asarray(np.add.reduce(a.array, axis=ctx.dims, keepdims=keepdim) / ctx.n, dtype=a.array.dtype))
+            return Tensor(
+                np.asarray(
+                    np.add.reduce(a.array, axis=ctx.dims, keepdims=keepdim) / ctx.n,
+                    dtype=a.array.dtype,
+                )
+            )
     @staticmethod
     def backward(ctx, grad_output):
-        return expand_to(grad_output.reshape(kept_shape(ctx.shape, ctx.dims)) / ctx.n, ctx.shape), None, None
+        return (
+            expand_to(
+                grad_output.reshape(kept_shape(ctx.shape, ctx.dims)) / ctx.n, ctx.shape
+            ),
+            None,
+            None,
+        )
     jvp = staticmethod(linear_jvp)
 
 # %% ../nbs/07_ops.ipynb
-def sum(input, dim=None, keepdim=False): "The sum of all elements, or over `dim` (an int or a tuple)."; return Sum.apply(input, dim, keepdim)
-def mean(input, dim=None, keepdim=False): "The mean of all elements, or over `dim` (an int or a tuple)."; return Mean.apply(input, dim, keepdim)
+def sum(input, dim=None, keepdim=False):
+    "The sum of all elements, or over `dim` (an int or a tuple)."
+    return Sum.apply(input, dim, keepdim)
+def mean(input, dim=None, keepdim=False):
+    "The mean of all elements, or over `dim` (an int or a tuple)."
+    return Mean.apply(input, dim, keepdim)
 
 # %% ../nbs/07_ops.ipynb
 class Max(Function):
@@ -535,47 +924,62 @@ class Max(Function):
     def forward(ctx, a):
         x, largest = a.array, ctx.function.largest
         if x.size == 0:
-            raise RuntimeError(f"{'max' if largest else 'min'}(): Expected reduction dim to be specified for "
-                               "input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
+            raise RuntimeError(
+                f"{'max' if largest else 'min'}(): Expected reduction dim to be"
+                " specified for input.numel() == 0. Specify the reduction dim with the"
+                " 'dim' argument."
+            )
         out = Tensor(np.asarray(x.max() if largest else x.min()))
-        ctx.save_for_backward(a, alias(out))   # like PyTorch: the ties are found in the backward
+        ctx.save_for_backward(
+            a, alias(out)
+        )  # like PyTorch: the ties are found in the backward
         return out
     @staticmethod
     def backward(ctx, grad_output):
         x, out = (t.array if isinstance(t, Tensor) else t for t in ctx.saved_tensors)
-        ties = np.isnan(x) if np.isnan(out) else x == out   # a nan maximum: shared among the nans
+        ties = (
+            np.isnan(x) if np.isnan(out) else x == out
+        )  # a nan maximum: shared among the nans
         share = ties / ties.sum(dtype=x.dtype)
         return (share if ctx.arrays else Tensor(share)) * grad_output
     jvp = staticmethod(lambda ctx, t: reduction_jvp(ctx, t, None))
 
 # %% ../nbs/07_ops.ipynb
-def empty_dim_error(name, d): return IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+def empty_dim_error(name, d):
+    return IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
 
 def max_along(x, d, largest):
-    "The largest (or smallest) values of the array `x` along dimension `d`, and their indices, `d` kept as size 1."
+    """The largest (or smallest) values of the array `x` along dimension `d`, and their
+    indices, `d` kept as size 1."""
     if x.shape[d] == 0: raise empty_dim_error('max' if largest else 'min', d)
     idx = np.expand_dims((np.argmax if largest else np.argmin)(x, axis=d), d)
     return np.take_along_axis(x, idx, axis=d), idx
 
 def onehot_along(shape, idx, d):
-    "A bool array of `shape`, true at the indices `idx` along dimension `d` (the positions `max_along` found)."
+    """A bool array of `shape`, true at the indices `idx` along dimension `d` (the
+    positions `max_along` found)."""
     out = np.zeros(shape, dtype=bool)
     np.put_along_axis(out, idx, True, axis=d)
     return out
 
 # %% ../nbs/07_ops.ipynb
 class MaxDim(Function):
-    "The largest elements along `dim` and their indices; the gradient goes to those indices."
+    """The largest elements along `dim` and their indices; the gradient goes to those
+    indices."""
     largest = True
     @staticmethod
     def forward(ctx, a, dim, keepdim=False):
         x, d = a.array, dim_index(dim, a.array.ndim)
-        if d is None: values, idx = x.copy(), np.zeros((), int64)   # a 0-d tensor: itself, at index 0
+        if d is None:
+            values, idx = x.copy(), np.zeros(
+                (), int64
+            )  # a 0-d tensor: itself, at index 0
         else:
             values, idx = max_along(x, d, ctx.function.largest)
             ctx.dim, ctx.keepdim, ctx.shape = d, keepdim, x.shape
             ctx.save_for_backward(Tensor(idx))
-            if not keepdim: values, idx = values.squeeze(d), idx.squeeze(d)
+            if not keepdim:
+                values, idx = values.squeeze(d), idx.squeeze(d)
         indices = Tensor(idx)
         ctx.mark_non_differentiable(indices)
         return Tensor(values), indices
@@ -583,11 +987,17 @@ class MaxDim(Function):
     def backward(ctx, grad_output, grad_indices):
         if not hasattr(ctx, 'dim'): return grad_output, None, None   # the 0-d tensor
         onehot = Tensor(onehot_along(ctx.shape, ctx.saved_tensors[0].array, ctx.dim))
-        return onehot * (grad_output if ctx.keepdim else grad_output.unsqueeze(ctx.dim)), None, None
+        return (
+            onehot * (grad_output if ctx.keepdim else grad_output.unsqueeze(ctx.dim)),
+            None,
+            None,
+        )
     @staticmethod
     def jvp(ctx, t, *_):   # the tangent at the indices the forward picked
         if not hasattr(ctx, 'dim'): return t, None
-        return (Tensor(onehot_along(ctx.shape, ctx.saved_tensors[0].array, ctx.dim)) * t).sum(ctx.dim, keepdim=ctx.keepdim), None
+        return (
+            Tensor(onehot_along(ctx.shape, ctx.saved_tensors[0].array, ctx.dim)) * t
+        ).sum(ctx.dim, keepdim=ctx.keepdim), None
 
 # %% ../nbs/07_ops.ipynb
 class Min(Max):
@@ -595,7 +1005,8 @@ class Min(Max):
     largest = False
 
 class MinDim(MaxDim):
-    "The smallest elements along `dim` and their indices; the gradient goes to those indices."
+    """The smallest elements along `dim` and their indices; the gradient goes to those
+    indices."""
     largest = False
 
 max_result = namedtuple('max', ['values', 'indices'])
@@ -603,28 +1014,39 @@ min_result = namedtuple('min', ['values', 'indices'])
 
 # %% ../nbs/07_ops.ipynb
 def max(input, dim=None, keepdim=False):
-    "The largest element; or, along `dim`, a named tuple `(values, indices)`; or `maximum(input, dim)` for a tensor."
+    """The largest element; or, along `dim`, a named tuple `(values, indices)`; or
+    `maximum(input, dim)` for a tensor."""
     if isinstance(dim, Tensor): return maximum(input, dim)
     if dim is None: return Max.apply(input)
     return max_result(*MaxDim.apply(input, dim, keepdim))
 
 def min(input, dim=None, keepdim=False):
-    "The smallest element; or, along `dim`, a named tuple `(values, indices)`; or `minimum(input, dim)` for a tensor."
+    """The smallest element; or, along `dim`, a named tuple `(values, indices)`; or
+    `minimum(input, dim)` for a tensor."""
     if isinstance(dim, Tensor): return minimum(input, dim)
     if dim is None: return Min.apply(input)
     return min_result(*MinDim.apply(input, dim, keepdim))
 
 # %% ../nbs/07_ops.ipynb
 def arg_reduce(f, input, dim, keepdim):
-    "`np.argmax` or `np.argmin` of `input` (flattened if `dim` is None), checked like PyTorch."
+    """`np.argmax` or `np.argmin` of `input` (flattened if `dim` is None), checked like
+    PyTorch."""
     x = input.array
     if dim is None:
-        if x.size == 0: raise IndexError(f"{f.__name__}(): Expected reduction dim to be specified for input.numel() == 0.")
+        if x.size == 0:
+            raise IndexError(
+                f"{f.__name__}(): Expected reduction dim to be specified for"
+                " input.numel() == 0."
+            )
         i = np.asarray(f(x))
         return Tensor(i.reshape((1,) * x.ndim) if keepdim else i)
     d = dim_index(dim, x.ndim)
     if d is not None and x.shape[d] == 0: raise empty_dim_error(f.__name__, d)
-    return Tensor(np.asarray(f(x, axis=d, keepdims=keepdim)) if d is not None else np.zeros((), int64))
+    return Tensor(
+        np.asarray(f(x, axis=d, keepdims=keepdim))
+        if d is not None
+        else np.zeros((), int64)
+    )
 
 # %% ../nbs/07_ops.ipynb
 def argmax(input, dim=None, keepdim=False):
@@ -637,31 +1059,45 @@ def argmin(input, dim=None, keepdim=False):
 
 # %% ../nbs/07_ops.ipynb
 def var_array(x, dims, dof, keepdim, root):
-    "The variance of the array `x` over `dims`, divided by `dof` (with `root`: the standard deviation)."
+    """The variance of the array `x` over `dims`, divided by `dof` (with `root`: the
+    standard deviation)."""
     d = x - x.mean(axis=dims, keepdims=True) if x.size else x
     with np.errstate(divide='ignore', invalid='ignore'):
-        out = np.asarray((d * d).sum(axis=dims, keepdims=keepdim) / builtins.max(dof, 0), x.dtype)
-        return np.asarray(np.sqrt(out)) if root else out   # numpy gives a scalar for 0-d
+        out = np.asarray(
+            (d * d).sum(axis=dims, keepdims=keepdim) / builtins.max(dof, 0), x.dtype
+        )
+        return np.asarray(np.sqrt(out)) if root else out  # numpy gives a scalar for 0-d
 
 # %% ../nbs/07_ops.ipynb
 def var_grad(ctx, g, x, saved):
-    "`g` times the gradient of the variance, 2 (x - mean) / dof (inf for dof <= 0), or of the standard deviation `saved`."
+    """`g` times the gradient of the variance, 2 (x - mean) / dof (inf for dof <= 0), or
+    of the standard deviation `saved`."""
     if ctx.function.root:   # d std = d var / (2 std), and 0 where std is 0
         out = with_history(ctx, saved).reshape(ctx.kept)
         g = where(out == 0, 0.0, g / (2 * out))
-    if ctx.dof > 0 or not ctx.whole:   # 2 / dof: infinite for dof = 0, negative for dof < 0
-        return g * (2 / ctx.dof if ctx.dof else math.inf) * (x - x.mean(ctx.dims, keepdim=True))
+    if (
+        ctx.dof > 0 or not ctx.whole
+    ):  # 2 / dof: infinite for dof = 0, negative for dof < 0
+        return (
+            g
+            * (2 / ctx.dof if ctx.dof else math.inf)
+            * (x - x.mean(ctx.dims, keepdim=True))
+        )
     mean = x.array.mean() if x.array.size else 0
     return g * Tensor(np.where(x.array == mean, np.nan, np.inf).astype(x.dtype))
 
 # %% ../nbs/07_ops.ipynb
 class Var(Function):
-    "The variance over `dim` (None: all), divided by n - correction; its subclass `Std` takes the square root."
+    """The variance over `dim` (None: all), divided by n - correction; its subclass
+    `Std` takes the square root."""
     root = False
     @staticmethod
     def forward(ctx, a, dim, correction, keepdim):
         x = a.array
-        if x.dtype.kind != 'f': raise RuntimeError("std and var only support floating point and complex dtypes")
+        if x.dtype.kind != 'f':
+            raise RuntimeError(
+                "std and var only support floating point and complex dtypes"
+            )
         ctx.dims = dim_indices(dim, x.ndim)
         ctx.kept, ctx.whole = kept_shape(x.shape, ctx.dims), dim is None or x.ndim == 0
         ctx.dof = math.prod(x.shape[d] for d in ctx.dims) - correction
@@ -680,12 +1116,14 @@ class Std(Var):
     root = True
 
 def correction_of(dim, unbiased, correction):
-    "`dim` and the correction from the ways PyTorch accepts them: `x.var(False)`, `unbiased=`, `correction=`."
+    """`dim` and the correction from the ways PyTorch accepts them: `x.var(False)`,
+    `unbiased=`, `correction=`."""
     if isinstance(dim, builtins.bool): dim, unbiased = None, dim
     return dim, (1 if unbiased else 0) if correction is None else correction
 
 def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
-    "The variance over `dim` (None: all), divided by n - correction (correction 1 unless `unbiased=False`)."
+    """The variance over `dim` (None: all), divided by n - correction (correction 1
+    unless `unbiased=False`)."""
     return Var.apply(input, *correction_of(dim, unbiased, correction), keepdim)
 
 def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
@@ -694,14 +1132,19 @@ def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
 
 # %% ../nbs/07_ops.ipynb
 def empty_norm_error(p, dim, shape):
-    "PyTorch's error for a norm without an identity (p = inf or p < 0) over an empty dimension."
+    """PyTorch's error for a norm without an identity (p = inf or p < 0) over an empty
+    dimension."""
     p = 'inf' if p == math.inf else '-inf' if p == -math.inf else f'{p:g}'
     if dim is None:
-        return RuntimeError(f"linalg.vector_norm cannot compute the {p} norm on an empty tensor because the operation "
-                            "does not have an identity")
+        return RuntimeError(
+            f"linalg.vector_norm cannot compute the {p} norm on an empty tensor because"
+            " the operation does not have an identity"
+        )
     d = next(d for d in ((dim,) if isinstance(dim, int) else dim) if shape[d] == 0)
-    return RuntimeError(f"linalg.vector_norm cannot compute the {p} norm on the dimension {d} because this dimension is "
-                        "empty and the operation does not have an identity")
+    return RuntimeError(
+        f"linalg.vector_norm cannot compute the {p} norm on the dimension {d} because"
+        " this dimension is empty and the operation does not have an identity"
+    )
 
 # %% ../nbs/07_ops.ipynb
 def norm_array(x, p, dims, keepdim):
@@ -711,15 +1154,20 @@ def norm_array(x, p, dims, keepdim):
     if p == math.inf: return ax.max(axis=dims, keepdims=keepdim)
     if p == -math.inf: return ax.min(axis=dims, keepdims=keepdim)
     if p == 0: return np.sum(x != 0, axis=dims, keepdims=keepdim).astype(x.dtype)
-    with np.errstate(divide='ignore'): return np.sum(ax ** p, axis=dims, keepdims=keepdim) ** (1 / p)
+    with np.errstate(divide='ignore'):
+        return np.sum(ax**p, axis=dims, keepdims=keepdim) ** (1 / p)
 
 # %% ../nbs/07_ops.ipynb
 def norm_grad(x, n, g, p, dims):
-    "`g` times the gradient of the norm `n` of `x`: sign(x) |x| ** (p - 1) / n ** (p - 1), and 0 where n is 0."
+    """`g` times the gradient of the norm `n` of `x`: sign(x) |x| ** (p - 1) / n ** (p -
+    1), and 0 where n is 0."""
     if p == 0: return None   # piecewise constant: no gradient at all, as in PyTorch
     if p == 2: return g * where(n == 0, 0.0, x / n)
     s = Tensor(sgn(x.array))
-    if p in (math.inf, -math.inf):   # shared among the ties, or among the nans if there are any
+    if p in (
+        math.inf,
+        -math.inf,
+    ):  # shared among the ties, or among the nans if there are any
         ties = Tensor((np.abs(x.array) == n.array) | np.isnan(x.array))
         return s * ties * (g / ties.sum(dims, keepdim=True))
     if p == 1: return s * g
@@ -729,15 +1177,20 @@ def norm_grad(x, n, g, p, dims):
 
 # %% ../nbs/07_ops.ipynb
 class Norm(Function):
-    "The p-norm over `dim` (None: all elements): p a number, inf or -inf; the 2-norm by default."
+    """The p-norm over `dim` (None: all elements): p a number, inf or -inf; the 2-norm
+    by default."""
     @staticmethod
     def forward(ctx, a, p=2, dim=None, keepdim=False):
         x = a.array
         if x.dtype.kind != 'f':
-            raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {x.dtype}")
+            raise RuntimeError(
+                "linalg.vector_norm: Expected a floating point or complex tensor as"
+                f" input. Got {x.dtype}"
+            )
         ctx.p, ctx.dims = p, dim_indices(dim, x.ndim)
         ctx.kept = kept_shape(x.shape, ctx.dims)
-        if (p < 0 or p == math.inf) and builtins.any(x.shape[d] == 0 for d in ctx.dims): raise empty_norm_error(p, dim, x.shape)
+        if (p < 0 or p == math.inf) and builtins.any(x.shape[d] == 0 for d in ctx.dims):
+            raise empty_norm_error(p, dim, x.shape)
         out = Tensor(np.asarray(norm_array(x, p, ctx.dims, keepdim)))
         ctx.save_for_backward(a, alias(out))
         return out
@@ -755,10 +1208,16 @@ def norm(input, p='fro', dim=None, keepdim=False):
 
 # %% ../nbs/07_ops.ipynb
 def logsumexp_array(x, dims):
-    "log(exp(x).sum(dims)) of the array `x`, the reduced dimensions kept: the maximum is subtracted first."
-    m = np.max(x, axis=dims, keepdims=True) if x.size else np.zeros(kept_shape(x.shape, dims), x.dtype)
+    """log(exp(x).sum(dims)) of the array `x`, the reduced dimensions kept: the maximum
+    is subtracted first."""
+    m = (
+        np.max(x, axis=dims, keepdims=True)
+        if x.size
+        else np.zeros(kept_shape(x.shape, dims), x.dtype)
+    )
     m = np.where(np.isfinite(m), m, 0)
-    with np.errstate(divide='ignore'): return np.log(np.exp(x - m).sum(axis=dims, keepdims=True)) + m   # log 0 = -inf
+    with np.errstate(divide='ignore'):
+        return np.log(np.exp(x - m).sum(axis=dims, keepdims=True)) + m  # log 0 = -inf
 
 # %% ../nbs/07_ops.ipynb
 class LogSumExp(Function):
@@ -768,7 +1227,11 @@ class LogSumExp(Function):
         x = as_float(a.array)
         ctx.dims = dim_indices(dim, x.ndim)
         ctx.kept, out = kept_shape(x.shape, ctx.dims), logsumexp_array(x, ctx.dims)
-        out = Tensor(out if keepdim else out.reshape([s for i, s in enumerate(x.shape) if i not in ctx.dims]))
+        out = Tensor(
+            out
+            if keepdim
+            else out.reshape([s for i, s in enumerate(x.shape) if i not in ctx.dims])
+        )
         ctx.save_for_backward(a, alias(out))
         return out
     @staticmethod
@@ -792,8 +1255,13 @@ class Softmax(Function):
     @staticmethod
     def backward(ctx, grad_output):
         s = with_history(ctx, ctx.saved_tensors[0])
-        return s * (grad_output - (grad_output * s).sum(dim=ctx.dim, keepdim=True)), None
-    jvp = staticmethod(lambda ctx, t, _: Softmax.backward(ctx, t)[0])   # a symmetric Jacobian: J t = Jᵀ t
+        return (
+            s * (grad_output - (grad_output * s).sum(dim=ctx.dim, keepdim=True)),
+            None,
+        )
+    jvp = staticmethod(
+        lambda ctx, t, _: Softmax.backward(ctx, t)[0]
+    )  # a symmetric Jacobian: J t = Jᵀ t
 
 # %% ../nbs/07_ops.ipynb
 class LogSoftmax(Function):
@@ -809,55 +1277,81 @@ class LogSoftmax(Function):
     @staticmethod
     def backward(ctx, grad_output):
         out = with_history(ctx, ctx.saved_tensors[0])
-        return grad_output - out.exp() * grad_output.sum(dim=ctx.dim, keepdim=True), None
+        return (
+            grad_output - out.exp() * grad_output.sum(dim=ctx.dim, keepdim=True),
+            None,
+        )
     @staticmethod
-    def jvp(ctx, t, _):   # J = I - 1 softmaxᵀ: the tangent minus its softmax-weighted sum
-        return t - (with_history(ctx, ctx.saved_tensors[0]).exp() * t).sum(dim=ctx.dim, keepdim=True)
+    def jvp(
+        ctx, t, _
+    ):  # J = I - 1 softmaxᵀ: the tangent minus its softmax-weighted sum
+        return t - (with_history(ctx, ctx.saved_tensors[0]).exp() * t).sum(
+            dim=ctx.dim, keepdim=True
+        )
 
 # %% ../nbs/07_ops.ipynb
-def softmax(input, dim): "exp(x) / exp(x).sum(dim), numerically stable."; return Softmax.apply(input, dim)
-def log_softmax(input, dim): "log(softmax(x, dim)), numerically stable."; return LogSoftmax.apply(input, dim)
-def logsumexp(input, dim, keepdim=False): "log(exp(x).sum(dim)), numerically stable."; return LogSumExp.apply(input, dim, keepdim)
+def softmax(input, dim):
+    "exp(x) / exp(x).sum(dim), numerically stable."
+    return Softmax.apply(input, dim)
+def log_softmax(input, dim):
+    "log(softmax(x, dim)), numerically stable."
+    return LogSoftmax.apply(input, dim)
+def logsumexp(input, dim, keepdim=False):
+    "log(exp(x).sum(dim)), numerically stable."
+    return LogSumExp.apply(input, dim, keepdim)
 
 # %% ../nbs/07_ops.ipynb
 def infer_shape(shape, numel):
-    "`shape` with a -1 replaced by the size that makes `numel` elements; checked like PyTorch."
+    """`shape` with a -1 replaced by the size that makes `numel` elements; checked like
+    PyTorch."""
     shape = tuple(shape)
     if -1 in shape:
         i = shape.index(-1)
         rest = shape[:i] + shape[i + 1:]
         if -1 in rest: raise RuntimeError("only one dimension can be inferred")
         known = math.prod(rest)
-        if known and numel % known == 0: shape = shape[:i] + (numel // known,) + shape[i + 1:]
+        if known and numel % known == 0:
+            shape = shape[:i] + (numel // known,) + shape[i + 1 :]
     if math.prod(shape) != numel or builtins.min(shape, default=0) < 0:
-        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        raise RuntimeError(
+            f"shape '{list(shape)}' is invalid for input of size {numel}"
+        )
     return shape
 
 # %% ../nbs/07_ops.ipynb
 class Reshape(Function):
-    "The same elements in a new shape: a view when the memory allows (`view=True`: only as a view)."
+    """The same elements in a new shape: a view when the memory allows (`view=True`:
+    only as a view)."""
     array_backward = True
     @staticmethod
     def forward(ctx, a, shape, view=False):
         ctx.shape = a.array.shape
         shape = infer_shape(shape, a.array.size)
-        try: out = np.reshape(a.array, shape, copy=False if view else None)
-        except ValueError: raise RuntimeError(
-            "view size is not compatible with input tensor's size and stride (at least one dimension spans "
-            "across two contiguous subspaces). Use .reshape(...) instead.") from None
+        try:
+            out = np.reshape(a.array, shape, copy=False if view else None)
+        except ValueError:
+            raise RuntimeError(
+                "view size is not compatible with input tensor's size and stride (at"
+                " least one dimension spans across two contiguous subspaces). Use"
+                " .reshape(...) instead."
+            ) from None
         return view_of(a, out, lambda t: Reshape.apply(t, shape))
     @staticmethod
     def backward(ctx, grad_output): return grad_output.reshape(ctx.shape), None, None
-    jvp = staticmethod(lambda ctx, t, *_: Reshape.apply(t, ctx.args[1]))   # linear (a tangent may not allow a view)
+    jvp = staticmethod(
+        lambda ctx, t, *_: Reshape.apply(t, ctx.args[1])
+    )  # linear (a tangent may not allow a view)
 
 # %% ../nbs/07_ops.ipynb
 def reshape(input, *shape):
-    "The same elements in a new shape (-1: infer one size); a view if possible, else a copy."
+    """The same elements in a new shape (-1: infer one size); a view if possible, else a
+    copy."""
     shape = infer_shape(size_arg(shape), input.array.size)
     return input if shape == input.array.shape else Reshape.apply(input, shape)
 
 def view(input, *shape):
-    "The same memory seen with a new shape; an error if the memory layout does not allow it."
+    """The same memory seen with a new shape; an error if the memory layout does not
+    allow it."""
     return Reshape.apply(input, size_arg(shape), True)
 
 def flatten(input, start_dim=0, end_dim=-1):
@@ -884,13 +1378,17 @@ def squeeze(input, dim=None):
 
 # %% ../nbs/07_ops.ipynb
 class Permute(Function):
-    "The dimensions reordered: dimension i of the output is dimension dims[i] of the input (a view)."
+    """The dimensions reordered: dimension i of the output is dimension dims[i] of the
+    input (a view)."""
     @staticmethod
     def forward(ctx, a, dims):
         ctx.dims = dims
-        return make_view(Tensor(a.array.transpose(dims)), a, lambda t: Permute.apply(t, dims))
+        return make_view(
+            Tensor(a.array.transpose(dims)), a, lambda t: Permute.apply(t, dims)
+        )
     @staticmethod
-    def backward(ctx, grad_output): return Permute.apply(grad_output, tuple(np.argsort(ctx.dims).tolist())), None
+    def backward(ctx, grad_output):
+        return Permute.apply(grad_output, tuple(np.argsort(ctx.dims).tolist())), None
     jvp = staticmethod(linear_jvp)
 
 # %% ../nbs/07_ops.ipynb
@@ -898,11 +1396,14 @@ def permute(input, *dims):
     "The dimensions reordered (a view)."
     dims, n = size_arg(dims), input.array.ndim
     if len(dims) != n:
-        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
-                           f"length of the desired ordering of dimensions i.e. input.dim() = {n} is not equal to "
-                           f"len(dims) = {len(dims)}")
+        raise RuntimeError(
+            "permute(sparse_coo): number of dimensions in the tensor input does not"
+            " match the length of the desired ordering of dimensions i.e. input.dim()"
+            f" = {n} is not equal to len(dims) = {len(dims)}"
+        )
     dims = tuple(dim_index(d, n) for d in dims)
-    if len(set(dims)) != n: raise RuntimeError("permute(): duplicate dims are not allowed.")
+    if len(set(dims)) != n:
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
     return Permute.apply(input, dims)
 
 # %% ../nbs/07_ops.ipynb
@@ -917,10 +1418,15 @@ def transpose(input, dim0, dim1):
 
 def t(input):
     "The transpose of a matrix (a 0-D or 1-D tensor is returned as it is)."
-    if input.array.ndim > 2: raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.array.ndim}D")
+    if input.array.ndim > 2:
+        raise RuntimeError(
+            "t() expects a tensor with <= 2 dimensions, but self is"
+            f" {input.array.ndim}D"
+        )
     return transpose(input, 0, 1) if input.array.ndim == 2 else input
 
-def reversed_dims(input): return Permute.apply(input, tuple(range(input.array.ndim))[::-1])
+def reversed_dims(input):
+    return Permute.apply(input, tuple(range(input.array.ndim))[::-1])
 def matrix_transpose(input): return transpose(input, -2, -1)
 
 # %% ../nbs/07_ops.ipynb
@@ -930,25 +1436,36 @@ def expand(input, *sizes):
     return input if shape == input.array.shape else Expand.apply(input, shape)
 
 def expanded_shape(s, sizes):
-    "The shape `s` expanded to `sizes` (-1 keeps a size), with PyTorch's errors where it cannot be."
+    """The shape `s` expanded to `sizes` (-1 keeps a size), with PyTorch's errors where
+    it cannot be."""
     if len(sizes) < len(s):
-        raise RuntimeError(f"expand({list(s)}, size={list(sizes)}): the number of sizes provided "
-                           f"({len(sizes)}) must be greater or equal to the number of dimensions in the tensor ({len(s)})")
+        raise RuntimeError(
+            f"expand({list(s)}, size={list(sizes)}): the number of sizes provided"
+            f" ({len(sizes)}) must be greater or equal to the number of dimensions in"
+            f" the tensor ({len(s)})"
+        )
     lead = len(sizes) - len(s)
-    shape = tuple(s[i - lead] if n == -1 and i >= lead else n for i, n in enumerate(sizes))
+    shape = tuple(
+        s[i - lead] if n == -1 and i >= lead else n for i, n in enumerate(sizes)
+    )
     for i in range(len(s)):
         if s[i] != 1 and s[i] != shape[lead + i]:
-            raise RuntimeError(f"The expanded size of the tensor ({shape[lead + i]}) must match the existing size "
-                               f"({s[i]}) at non-singleton dimension {lead + i}.  Target sizes: {list(sizes)}.  "
-                               f"Tensor sizes: {list(s)}")
+            raise RuntimeError(
+                f"The expanded size of the tensor ({shape[lead + i]}) must match the"
+                f" existing size ({s[i]}) at non-singleton dimension {lead + i}. "
+                f" Target sizes: {list(sizes)}.  Tensor sizes: {list(s)}"
+            )
     return shape
 
 # %% ../nbs/07_ops.ipynb
 def sum_to_size(input, *size):
-    "Sum this tensor down to `size`, the inverse of broadcasting (`expand`) `size` to this tensor's shape."
+    """Sum this tensor down to `size`, the inverse of broadcasting (`expand`) `size` to
+    this tensor's shape."""
     size = size_arg(size)
     if not expandable(size, input.array.shape):
-        raise RuntimeError(f"size {list(size)} is not expandable to size {list(input.array.shape)}.")
+        raise RuntimeError(
+            f"size {list(size)} is not expandable to size {list(input.array.shape)}."
+        )
     return sum_to(input, size)
 
 # %% ../nbs/07_ops.ipynb
@@ -961,41 +1478,77 @@ class Clone(Function):
     jvp = staticmethod(linear_jvp)
 
 def clone(input): "A copy in new memory."; return Clone.apply(input)
-def contiguous(input): "Itself if its memory is row-major, else a row-major copy."; return input if input.array.flags.c_contiguous else Clone.apply(input)
+def contiguous(input):
+    "Itself if its memory is row-major, else a row-major copy."
+    return input if input.array.flags.c_contiguous else Clone.apply(input)
 
 # %% ../nbs/07_ops.ipynb
 class Repeat(Function):
-    "The tensor tiled `repeats` times along each dimension (more repeats than dimensions: new leading ones)."
+    """The tensor tiled `repeats` times along each dimension (more repeats than
+    dimensions: new leading ones)."""
     array_backward = True
     @staticmethod
     def forward(ctx, a, repeats):
         x = a.array
         shape = (1,) * (len(repeats) - x.ndim) + x.shape
-        ctx.shape, ctx.pairs = x.shape, tuple(n for r, s in zip(repeats, shape) for n in (r, s))
+        ctx.shape, ctx.pairs = x.shape, tuple(
+            n for r, s in zip(repeats, shape) for n in (r, s)
+        )
         return Tensor(np.tile(x.reshape(shape), repeats))
     @staticmethod
-    def backward(ctx, grad_output):   # (tile, position) pairs of dimensions: sum over the tiles
-        return grad_output.reshape(ctx.pairs).sum(tuple(range(0, len(ctx.pairs), 2))).reshape(ctx.shape), None
+    def backward(
+        ctx, grad_output
+    ):  # (tile, position) pairs of dimensions: sum over the tiles
+        return (
+            grad_output.reshape(ctx.pairs)
+            .sum(tuple(range(0, len(ctx.pairs), 2)))
+            .reshape(ctx.shape),
+            None,
+        )
     jvp = staticmethod(linear_jvp)
 
 def repeat(input, *repeats):
-    "The tensor repeated along each dimension: `x.repeat(2, 1)` stacks two copies of it along the first."
+    """The tensor repeated along each dimension: `x.repeat(2, 1)` stacks two copies of
+    it along the first."""
     repeats, n = size_arg(repeats), input.array.ndim
-    if len(repeats) < n: raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
-    sizes = [r * s for r, s in zip(repeats, (1,) * (len(repeats) - n) + input.array.shape)]
-    if builtins.min(sizes, default=0) < 0: raise RuntimeError(f"Trying to create tensor with negative dimension {builtins.min(sizes)}: {sizes}")
+    if len(repeats) < n:
+        raise RuntimeError(
+            "Number of dimensions of repeat dims can not be smaller than number of"
+            " dimensions of tensor"
+        )
+    sizes = [
+        r * s for r, s in zip(repeats, (1,) * (len(repeats) - n) + input.array.shape)
+    ]
+    if builtins.min(sizes, default=0) < 0:
+        raise RuntimeError(
+            f"Trying to create tensor with negative dimension {builtins.min(sizes)}:"
+            f" {sizes}"
+        )
     return Repeat.apply(input, repeats)
 
 swapaxes = swapdims = transpose
 
 # %% ../nbs/07_ops.ipynb
-def to(input, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
-    "The tensor in another dtype (a dtype, or another tensor's), on a device (the CPU only), as `Tensor.to` takes them."
+def to(
+    input,
+    *args,
+    dtype=None,
+    device=None,
+    non_blocking=False,
+    copy=False,
+    memory_format=None
+):
+    """The tensor in another dtype (a dtype, or another tensor's), on a device (the CPU
+    only), as `Tensor.to` takes them."""
     for arg in args:
-        if isinstance(arg, Tensor): dtype = arg.array.dtype
-        elif isinstance(arg, (np.dtype, type)): dtype = arg
-        elif arg is not None: check_device(arg)           # 'cpu', device('cpu'); anything else is an error
-    if device is not None: check_device(device)
+        if isinstance(arg, Tensor):
+            dtype = arg.array.dtype
+        elif isinstance(arg, (np.dtype, type)):
+            dtype = arg
+        elif arg is not None:
+            check_device(arg)  # 'cpu', device('cpu'); anything else is an error
+    if device is not None:
+        check_device(device)
     out = input if dtype is None else cast(input, dtype)
     return clone(out) if copy and out is input else out
 
@@ -1006,58 +1559,92 @@ def on_cuda(input, *args, **kwargs): check_device('cuda')
 
 # %% ../nbs/07_ops.ipynb
 def tensor_type(input, dtype=None, non_blocking=False):
-    "The type's name ('fromscratch.FloatTensor', like torch's 'torch.FloatTensor'); given a dtype or a name, the conversion."
+    """The type's name ('fromscratch.FloatTensor', like torch's 'torch.FloatTensor');
+    given a dtype or a name, the conversion."""
     if dtype is None: return f'fromscratch.{scalar_type(input.array.dtype)}Tensor'
     if isinstance(dtype, str):
-        named = [d for d, n in SCALAR_TYPES.items() if dtype in (f'torch.{n}Tensor', f'fromscratch.{n}Tensor')]
+        named = [
+            d
+            for d, n in SCALAR_TYPES.items()
+            if dtype in (f'torch.{n}Tensor', f'fromscratch.{n}Tensor')
+        ]
         if not named: raise ValueError(f"invalid type: '{dtype}'")
         dtype = named[0]
     return cast(input, dtype)
 
 # %% ../nbs/07_ops.ipynb
 def promoted(tensors):
-    "The tensors' arrays converted to the dtype PyTorch's promotion gives to all of them together."
+    """The tensors' arrays converted to the dtype PyTorch's promotion gives to all of
+    them together."""
     dtype = tensors[0].array.dtype
     for t in tensors[1:]: dtype = result_type(Tensor(np.empty((1,), dtype)), t)
-    return [t.array if t.array.dtype == dtype else t.array.astype(dtype) for t in tensors]
+    return [
+        t.array if t.array.dtype == dtype else t.array.astype(dtype) for t in tensors
+    ]
 
 # %% ../nbs/07_ops.ipynb
 def matmul_error(sa, sb):
-    "An error for `@` of shapes `sa` and `sb` that cannot be multiplied: PyTorch's words, then ours."
+    """An error for `@` of shapes `sa` and `sb` that cannot be multiplied: PyTorch's
+    words, then ours."""
     if len(sa) == 0 or len(sb) == 0:
-        return RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {len(sa)}D and {len(sb)}D")
+        return RuntimeError(
+            f"both arguments to matmul need to be at least 1D, but they are {len(sa)}D"
+            f" and {len(sb)}D"
+        )
     ka, kb = sa[-1], sb[0] if len(sb) == 1 else sb[-2]
-    if ka == kb: return broadcast_error(sa[:-2], sb[:-2])   # the batch dimensions are the problem
+    if ka == kb:
+        return broadcast_error(sa[:-2], sb[:-2])  # the batch dimensions are the problem
     return RuntimeError(inner_size_mismatch(sa, sb, ka, kb))
 
 # %% ../nbs/07_ops.ipynb
 def inner_size_mismatch(sa, sb, ka, kb):
-    "The words for inner sizes `ka` (of `sa`) and `kb` (of `sb`) that differ, as PyTorch says them for each case."
+    """The words for inner sizes `ka` (of `sa`) and `kb` (of `sb`) that differ, as
+    PyTorch says them for each case."""
     if len(sa) == 1 and len(sb) == 1:
-        return (f"inconsistent tensor size, expected tensor [{ka}] and src [{kb}] to have the same number of elements, "
-                f"but got {ka} and {kb} elements respectively: a dot product needs two vectors of the same length")
+        return (
+            f"inconsistent tensor size, expected tensor [{ka}] and src [{kb}] to have"
+            f" the same number of elements, but got {ka} and {kb} elements"
+            " respectively: a dot product needs two vectors of the same length"
+        )
     if len(sa) == 2 and len(sb) == 1:
-        return (f"size mismatch, got input ({sa[0]}), mat ({sa[0]}x{ka}), vec ({kb}): the columns of the matrix ({ka}) "
-                f"must equal the length of the vector ({kb})")
+        return (
+            f"size mismatch, got input ({sa[0]}), mat ({sa[0]}x{ka}), vec ({kb}): the"
+            f" columns of the matrix ({ka}) must equal the length of the vector ({kb})"
+        )
     if len(sa) <= 2 and len(sb) == 2:
-        return (f"mat1 and mat2 shapes cannot be multiplied ({f'{sa[0]}x{ka}' if len(sa) == 2 else f'1x{ka}'} and "
-                f"{kb}x{sb[1]}): the columns of the first ({ka}) must equal the rows of the second ({kb})")
-    return (f"matmul shapes cannot be multiplied ({list(sa)} and {list(sb)}): the last dimension of the first ({ka}) "
-            f"must equal the {'length' if len(sb) == 1 else 'second-to-last dimension'} of the second ({kb})")
+        return (
+            "mat1 and mat2 shapes cannot be multiplied"
+            f" ({f'{sa[0]}x{ka}' if len(sa) == 2 else f'1x{ka}'} and {kb}x{sb[1]}): the"
+            f" columns of the first ({ka}) must equal the rows of the second ({kb})"
+        )
+    return (
+        f"matmul shapes cannot be multiplied ({list(sa)} and {list(sb)}): the last"
+        f" dimension of the first ({ka}) must equal the"
+        f" {'length' if len(sb) == 1 else 'second-to-last dimension'} of the second"
+        f" ({kb})"
+    )
 
 # %% ../nbs/07_ops.ipynb
 def matmul_grads(g, a, b, sa, sb, needs_a, needs_b):
-    "The gradients of `a @ b` (shapes `sa`, `sb`), G B^T and A^T G, for 1-D operands and broadcast batches too."
-    if len(sa) == 1 and len(sb) == 1: return g * b if needs_a else None, g * a if needs_b else None
-    if len(sa) == 1: g = g.unsqueeze(-2)             # a vector is a 1-row matrix on the left ...
-    if len(sb) == 1: g = g.unsqueeze(-1)             # ... and a 1-column matrix on the right
+    """The gradients of `a @ b` (shapes `sa`, `sb`), G B^T and A^T G, for 1-D operands
+    and broadcast batches too."""
+    if len(sa) == 1 and len(sb) == 1:
+        return g * b if needs_a else None, g * a if needs_b else None
+    if len(sa) == 1:
+        g = g.unsqueeze(-2)  # a vector is a 1-row matrix on the left ...
+    if len(sb) == 1:
+        g = g.unsqueeze(-1)  # ... and a 1-column matrix on the right
     ga = gb = None
     if needs_a:
         b2 = b.unsqueeze(-1) if len(sb) == 1 else b
-        ga = sum_to(g @ matrix_transpose(b2), (1,) + sa if len(sa) == 1 else sa).reshape(sa)
+        ga = sum_to(
+            g @ matrix_transpose(b2), (1,) + sa if len(sa) == 1 else sa
+        ).reshape(sa)
     if needs_b:
         a2 = a.unsqueeze(0) if len(sa) == 1 else a
-        gb = sum_to(matrix_transpose(a2) @ g, sb + (1,) if len(sb) == 1 else sb).reshape(sb)
+        gb = sum_to(
+            matrix_transpose(a2) @ g, sb + (1,) if len(sb) == 1 else sb
+        ).reshape(sb)
     return ga, gb
 
 # %% ../nbs/07_ops.ipynb
@@ -1066,17 +1653,36 @@ class MatMul(Function):
     @staticmethod
     def forward(ctx, a, b):
         x, y = operands(a, b)
-        ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b if ctx.needs_input_grad[0] else None)
+        ctx.save_for_backward(
+            a if ctx.needs_input_grad[1] else None,
+            b if ctx.needs_input_grad[0] else None,
+        )
         try: return Tensor(np.asarray(np.matmul(x, y)))
         except ValueError: raise matmul_error(np.shape(x), np.shape(y)) from None
     @staticmethod
     def backward(ctx, grad_output):
         a, b = ctx.saved_tensors
-        return matmul_grads(grad_output, a, b, ctx.input_shape(0), ctx.input_shape(1), *ctx.needs_input_grad)
+        return matmul_grads(
+            grad_output,
+            a,
+            b,
+            ctx.input_shape(0),
+            ctx.input_shape(1),
+            *ctx.needs_input_grad
+        )
     @staticmethod
     def jvp(ctx, ta, tb):   # bilinear: da @ b + a @ db
         a, b = ctx.saved_tensors
-        return total([t for t in (None if ta is None else MatMul.apply(ta, b), None if tb is None else MatMul.apply(a, tb)) if t is not None])
+        return total(
+            [
+                t
+                for t in (
+                    None if ta is None else MatMul.apply(ta, b),
+                    None if tb is None else MatMul.apply(a, tb),
+                )
+                if t is not None
+            ]
+        )
 
 def matmul(input, other):
     "Matrix product with torch.matmul's rules."
@@ -1086,9 +1692,15 @@ def matmul(input, other):
 def dot(input, other):
     "The dot product of two 1-D tensors of one length and one dtype."
     if input.array.ndim != 1 or other.array.ndim != 1:
-        raise RuntimeError(f"1D tensors expected, but got {input.array.ndim}D and {other.array.ndim}D tensors")
+        raise RuntimeError(
+            f"1D tensors expected, but got {input.array.ndim}D and {other.array.ndim}D"
+            " tensors"
+        )
     if input.array.dtype != other.array.dtype:
-        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {scalar_type(input.dtype)} and {scalar_type(other.dtype)}")
+        raise RuntimeError(
+            "dot : expected both vectors to have same dtype, but found"
+            f" {scalar_type(input.dtype)} and {scalar_type(other.dtype)}"
+        )
     return MatMul.apply(input, other)
 
 def mm(input, mat2):
@@ -1096,57 +1708,96 @@ def mm(input, mat2):
     if input.array.ndim != 2: raise RuntimeError("self must be a matrix")
     if mat2.array.ndim != 2: raise RuntimeError("mat2 must be a matrix")
     if input.array.dtype != mat2.array.dtype:
-        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {input.array.dtype} != {mat2.array.dtype}")
+        raise RuntimeError(
+            f"expected m1 and m2 to have the same dtype, but got: {input.array.dtype}"
+            f" != {mat2.array.dtype}"
+        )
     return MatMul.apply(input, mat2)
 
 # %% ../nbs/07_ops.ipynb
 def bmm(input, mat2):
-    "The products of two batches of matrices, batch by batch: (b, n, k) @ (b, k, m) is (b, n, m)."
+    """The products of two batches of matrices, batch by batch: (b, n, k) @ (b, k, m) is
+    (b, n, m)."""
     if input.array.ndim != 3: raise RuntimeError("batch1 must be a 3D tensor")
     if mat2.array.ndim != 3: raise RuntimeError("batch2 must be a 3D tensor")
     (b, _, k), (b2, k2, _) = input.array.shape, mat2.array.shape
     if (b2, k2) != (b, k):
-        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{b}, {k}] but got: [{b2}, {k2}].")
+        raise RuntimeError(
+            f"Expected size for first two dimensions of batch2 tensor to be: [{b}, {k}]"
+            f" but got: [{b2}, {k2}]."
+        )
     if input.array.dtype != mat2.array.dtype:
-        raise RuntimeError(f"expected scalar type {scalar_type(input.dtype)} but found {scalar_type(mat2.dtype)}")
+        raise RuntimeError(
+            f"expected scalar type {scalar_type(input.dtype)} but found"
+            f" {scalar_type(mat2.dtype)}"
+        )
     return MatMul.apply(input, mat2)
 
 def outer(input, vec2):
-    "Every product of an element of the vector `input` with an element of `vec2`: a len(input) × len(vec2) matrix."
+    """Every product of an element of the vector `input` with an element of `vec2`: a
+    len(input) × len(vec2) matrix."""
     for name, v in (('self', input), ('vec2', vec2)):
-        if v.array.ndim != 1: raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {v.array.ndim}-D")
+        if v.array.ndim != 1:
+            raise RuntimeError(
+                f"outer: Expected 1-D argument {name}, but got {v.array.ndim}-D"
+            )
     return mul(unsqueeze(input, 1), vec2)
 
 # %% ../nbs/07_ops.ipynb
 def spell_ellipsis(ins, shapes, free):
-    "The operands' letters with '...' replaced by letters from `free` (the same letters for the same dimensions)."
-    n_ell = builtins.max([len(s) - len(t.replace('...', '')) for t, s in zip(ins, shapes) if '...' in t], default=0)
+    """The operands' letters with '...' replaced by letters from `free` (the same
+    letters for the same dimensions)."""
+    n_ell = builtins.max(
+        [len(s) - len(t.replace('...', '')) for t, s in zip(ins, shapes) if '...' in t],
+        default=0,
+    )
     ell = ''.join(free[:n_ell])
-    return [t.replace('...', ell[n_ell - (len(s) - len(t.replace('...', ''))):]) if '...' in t else t
-            for t, s in zip(ins, shapes)], ell
+    return [
+        (
+            t.replace('...', ell[n_ell - (len(s) - len(t.replace('...', ''))) :])
+            if '...' in t
+            else t
+        )
+        for t, s in zip(ins, shapes)
+    ], ell
 
 # %% ../nbs/07_ops.ipynb
 def einsum_explicit(equation, shapes):
-    "`equation` with '...' spelled out in unused letters and the output written out (`->`)."
+    """`equation` with '...' spelled out in unused letters and the output written out
+    (`->`)."""
     eq = equation.replace(' ', '')
     lhs, rhs = eq.split('->') if '->' in eq else (eq, None)
     ins = lhs.split(',')
     if len(ins) != len(shapes):
-        raise RuntimeError(f"einsum(): more operands were provided than specified in the equation" if len(shapes) > len(ins)
-                           else "einsum(): fewer operands were provided than specified in the equation")
-    ins, ell = spell_ellipsis(ins, shapes, [c for c in string.ascii_letters if c not in eq])
+        raise RuntimeError(
+            f"einsum(): more operands were provided than specified in the equation"
+            if len(shapes) > len(ins)
+            else "einsum(): fewer operands were provided than specified in the equation"
+        )
+    ins, ell = spell_ellipsis(
+        ins, shapes, [c for c in string.ascii_letters if c not in eq]
+    )
     if rhs is None:
         letters = ''.join(ins)
-        rhs = ell + ''.join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in ell))
+        rhs = ell + ''.join(
+            sorted(c for c in set(letters) if letters.count(c) == 1 and c not in ell)
+        )
     return ins, rhs.replace('...', ell)
 
 # %% ../nbs/07_ops.ipynb
 def einsum_array(equation, ins, rhs, operands):
-    "np.einsum of the promoted `operands` by the explicit equation `ins` -> `rhs`; errors name the equation."
+    """np.einsum of the promoted `operands` by the explicit equation `ins` -> `rhs`;
+    errors name the equation."""
     arrays = promoted(operands)
-    try: return np.asarray(np.einsum(f"{','.join(ins)}->{rhs}", *arrays, optimize=len(arrays) > 1))
-    except ValueError as e: raise RuntimeError(f"einsum(): {e} (equation '{equation}', operand shapes "
-                                               f"{[list(t.array.shape) for t in operands]})") from None
+    try:
+        return np.asarray(
+            np.einsum(f"{','.join(ins)}->{rhs}", *arrays, optimize=len(arrays) > 1)
+        )
+    except ValueError as e:
+        raise RuntimeError(
+            f"einsum(): {e} (equation '{equation}', operand shapes "
+            f"{[list(t.array.shape) for t in operands]})"
+        ) from None
 
 # %% ../nbs/07_ops.ipynb
 class Einsum(Function):
@@ -1155,63 +1806,123 @@ class Einsum(Function):
     def forward(ctx, equation, *operands):
         ctx.shapes = [t.array.shape for t in operands]
         ctx.ins, ctx.rhs = einsum_explicit(equation, ctx.shapes)
-        needs = ctx.needs_input_grad[1:]   # an operand is saved when another one needs a gradient
-        ctx.save_for_backward(*(t if builtins.any(needs[:i] + needs[i + 1:]) else None for i, t in enumerate(operands)))
+        needs = ctx.needs_input_grad[
+            1:
+        ]  # an operand is saved when another one needs a gradient
+        ctx.save_for_backward(
+            *(
+                t if builtins.any(needs[:i] + needs[i + 1 :]) else None
+                for i, t in enumerate(operands)
+            )
+        )
         out = einsum_array(equation, ctx.ins, ctx.rhs, operands)
-        return view_of(operands[0], out, lambda t: Einsum.apply(equation, t)) if len(operands) == 1 else Tensor(out)
+        return (
+            view_of(operands[0], out, lambda t: Einsum.apply(equation, t))
+            if len(operands) == 1
+            else Tensor(out)
+        )
     @staticmethod
     def backward(ctx, grad_output):
         operands = ctx.saved_tensors
-        return (None,) + tuple(einsum_grad(ctx, grad_output, operands, i) if needs else None
-                               for i, needs in enumerate(ctx.needs_input_grad[1:]))
+        return (None,) + tuple(
+            einsum_grad(ctx, grad_output, operands, i) if needs else None
+            for i, needs in enumerate(ctx.needs_input_grad[1:])
+        )
     @staticmethod
-    def jvp(ctx, _, *tangents):   # multilinear: one term per operand with a tangent, in its place
+    def jvp(
+        ctx, _, *tangents
+    ):  # multilinear: one term per operand with a tangent, in its place
         ops = ctx.saved_tensors
-        return total([Einsum.apply(ctx.args[0], *ops[:i], t, *ops[i + 1:]) for i, t in enumerate(tangents) if t is not None])
+        return total(
+            [
+                Einsum.apply(ctx.args[0], *ops[:i], t, *ops[i + 1 :])
+                for i, t in enumerate(tangents)
+                if t is not None
+            ]
+        )
 
 # %% ../nbs/07_ops.ipynb
 def einsum_grad(ctx, g, operands, i):
-    "The gradient for operand `i`: einsum of `g` with the other operands, expanded and put on diagonals."
-    own, others = ctx.ins[i], [(t, o) for j, (t, o) in enumerate(zip(ctx.ins, operands)) if j != i]
+    """The gradient for operand `i`: einsum of `g` with the other operands, expanded and
+    put on diagonals."""
+    own, others = ctx.ins[i], [
+        (t, o) for j, (t, o) in enumerate(zip(ctx.ins, operands)) if j != i
+    ]
     sizes = dict(zip(own, ctx.shapes[i]))
     unique = ''.join(dict.fromkeys(own))
     seen = set(ctx.rhs).union(*(set(t) for t, _ in others))
     kept = ''.join(c for c in unique if c in seen)
-    r = Einsum.apply(f"{','.join([ctx.rhs] + [t for t, _ in others])}->{kept}", g, *(o for _, o in others))
+    r = Einsum.apply(
+        f"{','.join([ctx.rhs] + [t for t, _ in others])}->{kept}",
+        g,
+        *(o for _, o in others),
+    )
     for k, c in enumerate(unique):
         if c not in seen: r = r.unsqueeze(k)
     r = expand(r, *(sizes[c] for c in unique))
-    return r if len(unique) == len(own) else on_diagonals(ctx, r, own, unique, sizes, g.array.dtype)
+    return (
+        r
+        if len(unique) == len(own)
+        else on_diagonals(ctx, r, own, unique, sizes, g.array.dtype)
+    )
 
 # %% ../nbs/07_ops.ipynb
 def on_diagonals(ctx, r, own, unique, sizes, dtype):
-    "`r`, whose letters are `unique`, spread onto the diagonals of an operand whose letters `own` repeat ('ii')."
-    eyes, extra, target = [], iter(c for c in string.ascii_letters if c not in ''.join(ctx.ins) + ctx.rhs), ''
-    for c in own:   # every repeat of a letter gets a new letter, tied to the first by an identity matrix
+    """`r`, whose letters are `unique`, spread onto the diagonals of an operand whose
+    letters `own` repeat ('ii')."""
+    eyes, extra, target = (
+        [],
+        iter(c for c in string.ascii_letters if c not in ''.join(ctx.ins) + ctx.rhs),
+        '',
+    )
+    for (
+        c
+    ) in (
+        own
+    # every repeat of a letter gets a new letter, tied to the first by an identity
+    # matrix
+    ):
         if c in target:
             new = next(extra)
             eyes.append((c + new, Tensor(np.eye(sizes[c], dtype=dtype))))
             target += new
-        else: target += c
-    return Einsum.apply(f"{','.join([unique] + [e for e, _ in eyes])}->{target}", r, *(t for _, t in eyes))
+        else:
+            target += c
+    return Einsum.apply(
+        f"{','.join([unique] + [e for e, _ in eyes])}->{target}",
+        r,
+        *(t for _, t in eyes),
+    )
 
 def einsum(equation, *operands):
-    "Sums of products of `operands` by Einstein's notation: einsum('ij,jk->ik', a, b) is a @ b."
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
+    """Sums of products of `operands` by Einstein's notation: einsum('ij,jk->ik', a, b)
+    is a @ b."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
     return Einsum.apply(equation, *operands)
 
 # %% ../nbs/07_ops.ipynb
 def numpy_index(idx):
-    "An index with tensors replaced by their arrays and lists by arrays, as numpy wants it; no negative steps, as in PyTorch."
+    """An index with tensors replaced by their arrays and lists by arrays, as numpy
+    wants it; no negative steps, as in PyTorch."""
     if isinstance(idx, tuple): return tuple(numpy_index(i) for i in idx)
-    if isinstance(idx, slice) and idx.step is not None and idx.step < 0: raise ValueError("step must be greater than zero")
-    if isinstance(idx, Tensor): return idx.array if isinstance(idx.array, np.ndarray) else idx   # (under vmap, notebook 15: a batched index, for its rule)
-    if isinstance(idx, list): return np.asarray([i.item() if isinstance(i, Tensor) else i for i in idx])
+    if isinstance(idx, slice) and idx.step is not None and idx.step < 0:
+        raise ValueError("step must be greater than zero")
+    if isinstance(idx, Tensor):
+        return (
+            idx.array if isinstance(idx.array, np.ndarray) else idx
+        )  # (under vmap, notebook 15: a batched index, for its rule)
+    if isinstance(idx, list):
+        return np.asarray([i.item() if isinstance(i, Tensor) else i for i in idx])
     return idx
 
 def may_repeat(idx):
-    "Whether `idx` holds integer arrays, which may pick the same element more than once."
-    return builtins.any(isinstance(i, np.ndarray) and i.dtype.kind in 'iu' for i in (idx if isinstance(idx, tuple) else (idx,)))
+    """Whether `idx` holds integer arrays, which may pick the same element more than
+    once."""
+    return builtins.any(
+        isinstance(i, np.ndarray) and i.dtype.kind in 'iu'
+        for i in (idx if isinstance(idx, tuple) else (idx,))
+    )
 
 # %% ../nbs/07_ops.ipynb
 class Index(Function):
@@ -1220,16 +1931,20 @@ class Index(Function):
     def forward(ctx, a, idx):
         ctx.shape, ctx.idx = a.array.shape, idx
         out = a.array[idx]
-        if not isinstance(out, np.ndarray):   # one element: numpy gives a scalar, `...` gives a 0-d view
+        if not isinstance(
+            out, np.ndarray
+        ):  # one element: numpy gives a scalar, `...` gives a 0-d view
             out = a.array[(idx if isinstance(idx, tuple) else (idx,)) + (Ellipsis,)]
         return view_of(a, out, lambda t: Index.apply(t, idx))
     @staticmethod
-    def backward(ctx, grad_output): return IndexAdd.apply(grad_output, ctx.idx, ctx.shape), None
+    def backward(ctx, grad_output):
+        return IndexAdd.apply(grad_output, ctx.idx, ctx.shape), None
     jvp = staticmethod(linear_jvp)
 
 # %% ../nbs/07_ops.ipynb
 class IndexAdd(Function):
-    "Zeros of `shape` with `g` added at `idx` (repeated indices accumulate): the backward of indexing."
+    """Zeros of `shape` with `g` added at `idx` (repeated indices accumulate): the
+    backward of indexing."""
     @staticmethod
     def forward(ctx, g, idx, shape):
         ctx.idx = idx
@@ -1251,25 +1966,38 @@ def iterate(input):
 
 # %% ../nbs/07_ops.ipynb
 def tangent_or_zeros(inputs, tangents):
-    "Each input's tangent, or zeros of its shape where it has none (forward mode through `cat` and `stack`)."
-    return [Tensor(np.zeros(a.array.shape, a.array.dtype)) if t is None else t for a, t in zip(inputs, tangents)]
+    """Each input's tangent, or zeros of its shape where it has none (forward mode
+    through `cat` and `stack`)."""
+    return [
+        Tensor(np.zeros(a.array.shape, a.array.dtype)) if t is None else t
+        for a, t in zip(inputs, tangents)
+    ]
 
 def check_cat(arrays, d):
     "PyTorch's errors for arrays that cannot be joined along dimension `d`."
     first = arrays[0].shape
     for i, a in enumerate(arrays[1:], 1):
-        if a.ndim != len(first): raise RuntimeError(f"Tensors must have same number of dimensions: got {len(first)} and {a.ndim}")
+        if a.ndim != len(first):
+            raise RuntimeError(
+                f"Tensors must have same number of dimensions: got {len(first)} and"
+                f" {a.ndim}"
+            )
         for k in range(a.ndim):
             if k != d and a.shape[k] != first[k]:
-                raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size {first[k]} "
-                                   f"but got size {a.shape[k]} for tensor number {i} in the list.")
+                raise RuntimeError(
+                    f"Sizes of tensors must match except in dimension {d}. Expected"
+                    f" size {first[k]} but got size {a.shape[k]} for tensor number {i}"
+                    " in the list."
+                )
 
 def check_stack(arrays):
     "PyTorch's error for arrays that cannot be stacked: they must all have one shape."
     for i, a in enumerate(arrays[1:], 1):
         if a.shape != arrays[0].shape:
-            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(arrays[0].shape)} at "
-                               f"entry 0 and {list(a.shape)} at entry {i}")
+            raise RuntimeError(
+                "stack expects each tensor to be equal size, but got"
+                f" {list(arrays[0].shape)} at entry 0 and {list(a.shape)} at entry {i}"
+            )
 
 # %% ../nbs/07_ops.ipynb
 class Cat(Function):
@@ -1285,11 +2013,17 @@ class Cat(Function):
     def backward(ctx, grad_output):
         grads, start, pre = [None], 0, (slice(None),) * ctx.dim
         for n, needs in zip(ctx.sizes, ctx.needs_input_grad[1:]):
-            grads.append(Index.apply(grad_output, pre + (slice(start, start + n),)) if needs else None)
+            grads.append(
+                Index.apply(grad_output, pre + (slice(start, start + n),))
+                if needs
+                else None
+            )
             start += n
         return tuple(grads)
     @staticmethod
-    def jvp(ctx, _, *tangents):   # linear: the tangents joined, zeros for inputs without one
+    def jvp(
+        ctx, _, *tangents
+    ):  # linear: the tangents joined, zeros for inputs without one
         return Cat.apply(ctx.args[0], *tangent_or_zeros(ctx.args[1:], tangents))
 
 # %% ../nbs/07_ops.ipynb
@@ -1309,13 +2043,15 @@ class Stack(Function):
         return (None,) + tuple(Index.apply(grad_output, pre + (i,)) if needs else None
                                for i, needs in enumerate(ctx.needs_input_grad[1:]))
     @staticmethod
-    def jvp(ctx, _, *tangents): return Stack.apply(ctx.args[0], *tangent_or_zeros(ctx.args[1:], tangents))
+    def jvp(ctx, _, *tangents):
+        return Stack.apply(ctx.args[0], *tangent_or_zeros(ctx.args[1:], tangents))
 
 # %% ../nbs/07_ops.ipynb
 def cat(tensors, dim=0):
     "The tensors joined along dimension `dim`."
     tensors = tuple(tensors)
-    if not tensors: raise ValueError("torch.cat(): expected a non-empty list of Tensors")
+    if not tensors:
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     return Cat.apply(dim, *tensors)
 
 def stack(tensors, dim=0):
@@ -1328,32 +2064,49 @@ concat = concatenate = cat
 
 # %% ../nbs/07_ops.ipynb
 def products_before(v):
-    "The product of the elements before each position along the last axis of `v` (1 for the first), in log2(n) recorded steps."
+    """The product of the elements before each position along the last axis of `v` (1
+    for the first), in log2(n) recorded steps."""
     n = v.array.shape[-1]
     pad = Tensor(np.ones(v.array.shape, v.array.dtype))
     p, step = cat([pad[..., :1], v[..., :-1]], -1), 1
     while step < n:
-        p, step = p * cat([pad[..., :step], p[..., :-step]], -1), 2 * step   # each position times the product `step` before it
+        p, step = (
+            p * cat([pad[..., :step], p[..., :-step]], -1),
+            2 * step,
+        )  # each position times the product `step` before it
     return p
 
 def prod_others(x, out, dims):
-    "For each element of `x`, the product of the others along `dims`: out / x, or without a division where `x` has zeros."
+    """For each element of `x`, the product of the others along `dims`: out / x, or
+    without a division where `x` has zeros."""
     if not np.any(x.array == 0): return out / x
     rest = [d for d in range(x.array.ndim) if d not in dims]
     order = rest + list(dims)
-    v = x.permute(order).reshape(tuple(x.shape[d] for d in rest) + (-1,))   # the reduced elements along the last axis
-    flip = (Ellipsis, np.arange(v.shape[-1] - 1, -1, -1))                  # reversed, by indexing (no negative steps)
-    others = products_before(v) * products_before(v[flip])[flip]           # the product before times the product after
-    return others.reshape(tuple(x.shape[d] for d in order)).permute(tuple(np.argsort(order).tolist()))
+    v = x.permute(order).reshape(
+        tuple(x.shape[d] for d in rest) + (-1,)
+    )  # the reduced elements along the last axis
+    flip = (
+        Ellipsis,
+        np.arange(v.shape[-1] - 1, -1, -1),
+    )  # reversed, by indexing (no negative steps)
+    others = (
+        products_before(v) * products_before(v[flip])[flip]
+    )  # the product before times the product after
+    return others.reshape(tuple(x.shape[d] for d in order)).permute(
+        tuple(np.argsort(order).tolist())
+    )
 
 class Prod(Function):
-    "The product over `dim` (None: all); the gradient is the product of the other elements, zeros included."
+    """The product over `dim` (None: all); the gradient is the product of the other
+    elements, zeros included."""
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         x = a.array
         ctx.dims = dim_indices(dim, x.ndim)
         ctx.kept = kept_shape(x.shape, ctx.dims)
-        out = Tensor(np.multiply.reduce(x, axis=ctx.dims, dtype=sum_dtype(x), keepdims=keepdim))
+        out = Tensor(
+            np.multiply.reduce(x, axis=ctx.dims, dtype=sum_dtype(x), keepdims=keepdim)
+        )
         if ctx.needs_input_grad[0]: ctx.save_for_backward(a, alias(out))
         return out
     @staticmethod
@@ -1364,20 +2117,28 @@ class Prod(Function):
     jvp = staticmethod(lambda ctx, t, *_: reduction_jvp(ctx, t, ctx.dims))
 
 # %% ../nbs/07_ops.ipynb
-def cumsum_of(g, d): return Cumsum.apply(g, d) if isinstance(g, Tensor) else np.cumsum(g, axis=d)
+def cumsum_of(g, d):
+    return Cumsum.apply(g, d) if isinstance(g, Tensor) else np.cumsum(g, axis=d)
 
 class Cumsum(Function):
-    "Running sums along `dim`; the gradient is the running sum of the output gradient taken from the other end."
+    """Running sums along `dim`; the gradient is the running sum of the output gradient
+    taken from the other end."""
     array_backward = True
     @staticmethod
     def forward(ctx, a, dim):
         x = a.array
         ctx.dim = dim_index(dim, x.ndim)
-        return Tensor(x.astype(sum_dtype(x) or x.dtype) if ctx.dim is None else np.cumsum(x, axis=ctx.dim, dtype=sum_dtype(x)))
+        return Tensor(
+            x.astype(sum_dtype(x) or x.dtype)
+            if ctx.dim is None
+            else np.cumsum(x, axis=ctx.dim, dtype=sum_dtype(x))
+        )
     @staticmethod
     def backward(ctx, grad_output):
         if ctx.dim is None: return grad_output, None
-        flip = (slice(None),) * ctx.dim + (np.arange(grad_output.shape[ctx.dim] - 1, -1, -1),)   # reversed, by indexing
+        flip = (slice(None),) * ctx.dim + (
+            np.arange(grad_output.shape[ctx.dim] - 1, -1, -1),
+        )  # reversed, by indexing
         return cumsum_of(grad_output[flip], ctx.dim)[flip], None
     jvp = staticmethod(linear_jvp)
 
@@ -1391,43 +2152,64 @@ def cumsum(input, dim, *, dtype=None):
     return Cumsum.apply(input if dtype is None else cast(input, dtype), dim)
 
 def logical_reduce(f, input, dim, keepdim):
-    "`np.all` or `np.any` over `dim` (None: all): bools, or uint8 for a uint8 tensor as in PyTorch."
+    """`np.all` or `np.any` over `dim` (None: all): bools, or uint8 for a uint8 tensor
+    as in PyTorch."""
     x = input.array
     out = f(x, axis=dim_indices(dim, x.ndim), keepdims=keepdim)
     return Tensor(out.astype(np.uint8) if x.dtype == np.uint8 else out)
 
-def all(input, dim=None, keepdim=False): "Whether every element (along `dim`) is non-zero."; return logical_reduce(np.all, input, dim, keepdim)
-def any(input, dim=None, keepdim=False): "Whether some element (along `dim`) is non-zero."; return logical_reduce(np.any, input, dim, keepdim)
+def all(input, dim=None, keepdim=False):
+    "Whether every element (along `dim`) is non-zero."
+    return logical_reduce(np.all, input, dim, keepdim)
+def any(input, dim=None, keepdim=False):
+    "Whether some element (along `dim`) is non-zero."
+    return logical_reduce(np.any, input, dim, keepdim)
 
 # %% ../nbs/07_ops.ipynb
-OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
-           "location. Please clone() the tensor before performing the operation.")
+OVERLAP = (
+    "unsupported operation: more than one element of the written-to tensor refers to a"
+    " single memory location. Please clone() the tensor before performing the"
+    " operation."
+)
 
 def recording(self, other=None):
-    "Whether an in-place change of `self` by `other` goes the recorded way: for the graph, or for forward mode's tangents."
+    """Whether an in-place change of `self` by `other` goes the recorded way: for the
+    graph, or for forward mode's tangents."""
     if forward_mode.level is not None and has_tangent(self, other): return True
-    return grad_mode.enabled and (self._requires_grad or (isinstance(other, Tensor) and other._requires_grad))
+    return grad_mode.enabled and (
+        self._requires_grad or (isinstance(other, Tensor) and other._requires_grad)
+    )
 
 def has_tangent(self, other=None):
-    "Whether `self` or `other` carries a tangent of an open dual level (notebook 14): the change must then update `self`'s tangent."
-    found = builtins.any(isinstance(t, Tensor) and t._fw_grad is not None and t._fw_grad[0].open for t in (self, other))
+    """Whether `self` or `other` carries a tangent of an open dual level (notebook 14):
+    the change must then update `self`'s tangent."""
+    found = builtins.any(
+        isinstance(t, Tensor) and t._fw_grad is not None and t._fw_grad[0].open
+        for t in (self, other)
+    )
     if found and self._view is not None:
-        raise NotImplementedError("forward AD through an in-place change of a view is not supported yet: compute out of "
-                                  "place instead (`x = x + y` rather than `x += y`)")
+        raise NotImplementedError(
+            "forward AD through an in-place change of a view is not supported yet:"
+            " compute out of place instead (`x = x + y` rather than `x += y`)"
+        )
     return found
 
 # %% ../nbs/07_ops.ipynb
 class CopySlices(Function):
-    "`base` with its region `fn(base)` overwritten by `src`: what an in-place change through a view makes of the base."
+    """`base` with its region `fn(base)` overwritten by `src`: what an in-place change
+    through a view makes of the base."""
     @staticmethod
     def forward(ctx, base, src, fn):
-        keep = np.ones_like(base.array, dtype=bool)   # the base's layout, so fn views it the same way
+        keep = np.ones_like(
+            base.array, dtype=bool
+        )  # the base's layout, so fn views it the same way
         region = fn(Tensor(keep)).array
-        if not np.shares_memory(region, keep): raise RuntimeError(f"{fn} does not take a view")
+        if not np.shares_memory(region, keep):
+            raise RuntimeError(f"{fn} does not take a view")
         region[...] = False
         ctx.fn = fn
         ctx.save_for_backward(Tensor(keep))
-        return Tensor(base.array)        # the write itself has already happened, in place
+        return Tensor(base.array)  # the write itself has already happened, in place
     @staticmethod
     def backward(ctx, grad_output):
         keep, = ctx.saved_tensors
@@ -1435,53 +2217,90 @@ class CopySlices(Function):
 
 # %% ../nbs/07_ops.ipynb
 def inplace_error(shape, other):
-    "PyTorch's error for an in-place change of a tensor of `shape` by an operand of shape `other` that does not fit."
+    """PyTorch's error for an in-place change of a tensor of `shape` by an operand of
+    shape `other` that does not fit."""
     try: wide = np.broadcast_shapes(shape, other)
     except ValueError: return broadcast_error(shape, other)
-    return RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast shape {list(wide)}")
+    return RuntimeError(
+        f"output with shape {list(shape)} doesn't match the broadcast shape"
+        f" {list(wide)}"
+    )
 
 def check_inplace(self, result):
-    "PyTorch's errors for writing `result` into `self`: a leaf that requires grad (or a view of one), a wider dtype or shape."
+    """PyTorch's errors for writing `result` into `self`: a leaf that requires grad (or
+    a view of one), a wider dtype or shape."""
     view = self._view
     if grad_mode.enabled:
         if self.grad_fn is None and self._requires_grad:
-            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+            raise RuntimeError(
+                "a leaf Variable that requires grad is being used in an in-place"
+                " operation."
+            )
         if view is not None and view.base.grad_fn is None and view.base._requires_grad:
-            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
-    if result.array.shape != self.array.shape: raise inplace_error(self.array.shape, result.array.shape)
+            raise RuntimeError(
+                "a view of a leaf Variable that requires grad is being used in an"
+                " in-place operation."
+            )
+    if result.array.shape != self.array.shape:
+        raise inplace_error(self.array.shape, result.array.shape)
     if category(result.array.dtype) > category(self.array.dtype):
-        raise RuntimeError(f"result type {result.array.dtype} can't be cast to the desired output type {self.array.dtype}")
+        raise RuntimeError(
+            f"result type {result.array.dtype} can't be cast to the desired output type"
+            f" {self.array.dtype}"
+        )
 
 # %% ../nbs/07_ops.ipynb
 def write_inplace(self, result):
-    "Make `self` hold `result`, computed out of place from it: copy, bump the version, take over its history."
+    """Make `self` hold `result`, computed out of place from it: copy, bump the version,
+    take over its history."""
     check_inplace(self, result)
-    try: np.copyto(self.array, result.array, casting='unsafe')
-    except ValueError:   # numpy's "assignment destination is read-only": an expanded tensor
-        if self.array.flags.writeable: raise
+    try:
+        np.copyto(self.array, result.array, casting='unsafe')
+    except (
+        ValueError
+    ):  # numpy's "assignment destination is read-only": an expanded tensor
+        if self.array.flags.writeable:
+            raise
         raise RuntimeError(OVERLAP) from None
     self.version_counter.bump()
-    if forward_mode.level is not None and (result._fw_grad or self._fw_grad):   # forward mode: the tangent changes with the values
-        self._fw_grad = result._fw_grad and (result._fw_grad[0], cast(result._fw_grad[1], self.array.dtype))
+    if forward_mode.level is not None and (
+        result._fw_grad or self._fw_grad
+    ):  # forward mode: the tangent changes with the values
+        self._fw_grad = result._fw_grad and (
+            result._fw_grad[0],
+            cast(result._fw_grad[1], self.array.dtype),
+        )
     return take_history(self, result)
 
 def take_history(self, result):
-    "Give `self`, just changed in place to `result`'s values, `result`'s history (through its base if it is a view)."
+    """Give `self`, just changed in place to `result`'s values, `result`'s history
+    (through its base if it is a view)."""
     if result.grad_fn is None: return self
     view = self._view
-    if view is None: rebase(self, result.grad_fn, result._output_nr)
-    else:                                     # the base gets the new history, and the view takes its own from it
+    if view is None:
+        rebase(self, result.grad_fn, result._output_nr)
+    else:  # the base gets the new history, and the view takes its own from it
         rebase(view.base, CopySlices.apply(view.base, result, view.fn).grad_fn, 0)
         view.refresh(self, force=True)
     return self
 
 # %% ../nbs/07_ops.ipynb
 def write(self, ufunc, other, alpha=1):
-    "`self = ufunc(self, other)` straight into self's memory, unrecorded, with PyTorch's dtype rule; bumps the version."
+    """`self = ufunc(self, other)` straight into self's memory, unrecorded, with
+    PyTorch's dtype rule; bumps the version."""
     x, y = self.array, (other.array if isinstance(other, Tensor) else other)
-    if x.dtype.kind != 'f':   # the result must fit self's dtype: no floats into integers, no ints into bools
-        rt = float32 if ufunc is np.true_divide and result_type(self, other).kind != 'f' else result_type(self, other)
-        if category(rt) > category(x.dtype): raise RuntimeError(f"result type {rt} can't be cast to the desired output type {x.dtype}")
+    if (
+        x.dtype.kind != 'f'
+    ):  # the result must fit self's dtype: no floats into integers, no ints into bools
+        rt = (
+            float32
+            if ufunc is np.true_divide and result_type(self, other).kind != 'f'
+            else result_type(self, other)
+        )
+        if category(rt) > category(x.dtype):
+            raise RuntimeError(
+                f"result type {rt} can't be cast to the desired output type {x.dtype}"
+            )
     if not x.flags.writeable: raise RuntimeError(OVERLAP)
     if alpha != 1: y = np.multiply(y, alpha)
     try: ufunc(x, y, out=x, casting='unsafe')
@@ -1492,48 +2311,82 @@ def write(self, ufunc, other, alpha=1):
 # %% ../nbs/07_ops.ipynb
 def add_(self, other, alpha=1):
     "self += alpha * other, in place."
-    if recording(self, other): return write_inplace(self, self + (other if alpha == 1 else other * alpha))
+    if recording(self, other):
+        return write_inplace(self, self + (other if alpha == 1 else other * alpha))
     return write(self, np.add, other, alpha)
 
 def sub_(self, other, alpha=1):
     "self -= alpha * other, in place."
     check_bool_sub(self, other)
-    if recording(self, other): return write_inplace(self, self - (other if alpha == 1 else other * alpha))
+    if recording(self, other):
+        return write_inplace(self, self - (other if alpha == 1 else other * alpha))
     return write(self, np.subtract, other, alpha)
 
 # %% ../nbs/07_ops.ipynb
 def mul_(self, other):
     "self *= other, in place."
     if not recording(self, other): return write(self, np.multiply, other)
-    return write_inplace(self, (clone(self) if isinstance(other, Tensor) and other._requires_grad else self) * other)
+    return write_inplace(
+        self,
+        (clone(self) if isinstance(other, Tensor) and other._requires_grad else self)
+        * other,
+    )
 
 def div_(self, other):
     "self /= other, in place."
     if not recording(self, other): return write(self, np.true_divide, other)
-    return write_inplace(self, (clone(self) if isinstance(other, Tensor) and other._requires_grad else self) / other)
+    return write_inplace(
+        self,
+        (clone(self) if isinstance(other, Tensor) and other._requires_grad else self)
+        / other,
+    )
 
 # %% ../nbs/07_ops.ipynb
 class Copy(Function):
-    "`src` broadcast to the shape and dtype of `a`: what `a.copy_(src)` writes; the gradient goes to `src`, none to `a`."
+    """`src` broadcast to the shape and dtype of `a`: what `a.copy_(src)` writes; the
+    gradient goes to `src`, none to `a`."""
     @staticmethod
     def forward(ctx, a, src):
-        try: return Tensor(np.broadcast_to(src.array, a.array.shape).astype(a.array.dtype))
-        except ValueError: raise inplace_error(a.array.shape, src.array.shape) from None
+        try:
+            return Tensor(
+                np.broadcast_to(src.array, a.array.shape).astype(a.array.dtype)
+            )
+        except ValueError:
+            raise inplace_error(a.array.shape, src.array.shape) from None
     @staticmethod
     def backward(ctx, grad_output):
-        ga = Tensor(np.zeros(ctx.input_shape(0), grad_output.array.dtype)) if ctx.needs_input_grad[0] else None
-        return ga, sum_to(grad_output, ctx.input_shape(1)) if ctx.needs_input_grad[1] else None
+        ga = (
+            Tensor(np.zeros(ctx.input_shape(0), grad_output.array.dtype))
+            if ctx.needs_input_grad[0]
+            else None
+        )
+        return ga, (
+            sum_to(grad_output, ctx.input_shape(1)) if ctx.needs_input_grad[1] else None
+        )
     @staticmethod
-    def jvp(ctx, ta, ts):   # the old values (and their tangent) are gone: the source's tangent, or zeros
+    def jvp(
+        ctx, ta, ts
+    ):  # the old values (and their tangent) are gone: the source's tangent, or zeros
         a = ctx.args[0]
-        return Tensor(np.zeros(a.array.shape, a.array.dtype)) if ts is None else Copy.apply(a, ts)
+        return (
+            Tensor(np.zeros(a.array.shape, a.array.dtype))
+            if ts is None
+            else Copy.apply(a, ts)
+        )
 
 # %% ../nbs/07_ops.ipynb
 class Fill(Function):
-    "`value` in the shape of `a`: what `fill_` writes; `a` gets a zero gradient, a tensor `value` the sum."
+    """`value` in the shape of `a`: what `fill_` writes; `a` gets a zero gradient, a
+    tensor `value` the sum."""
     @staticmethod
     def forward(ctx, a, value):
-        return Tensor(np.full(a.array.shape, value.array if isinstance(value, Tensor) else value, dtype=a.array.dtype))
+        return Tensor(
+            np.full(
+                a.array.shape,
+                value.array if isinstance(value, Tensor) else value,
+                dtype=a.array.dtype,
+            )
+        )
     @staticmethod
     def backward(ctx, grad_output):
         zeros = Tensor(np.zeros(grad_output.array.shape, grad_output.array.dtype))
@@ -1564,31 +2417,59 @@ def zero_(self): "Set every element to 0."; return fill_(self, 0)
 
 # %% ../nbs/07_ops.ipynb
 def random_fill(self, kernel, draw, generator):
-    "Overwrite `self` in place with `draw(rng, shape)`: floating-point tensors only, as in PyTorch."
-    if self.array.dtype.kind != 'f': raise NotImplementedError(f'"{kernel}" not implemented for \'{scalar_type(self.dtype)}\'')
-    return copy_(self, Tensor(draw((generator or default_generator).numpy, self.array.shape)))
+    """Overwrite `self` in place with `draw(rng, shape)`: floating-point tensors only,
+    as in PyTorch."""
+    if self.array.dtype.kind != 'f':
+        raise NotImplementedError(
+            f'"{kernel}" not implemented for \'{scalar_type(self.dtype)}\''
+        )
+    return copy_(
+        self, Tensor(draw((generator or default_generator).numpy, self.array.shape))
+    )
 
 def uniform_(self, from_=0.0, to=1.0, *, generator=None):
     "Fill with uniform random numbers in [from_, to), in place."
-    if from_ > to: raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_} > to={to}")
-    return random_fill(self, 'check_uniform_bounds', lambda rng, shape: rng.uniform(from_, to, shape), generator)
+    if from_ > to:
+        raise RuntimeError(
+            f"uniform_ expects to return a [from, to) range, but found from={from_} >"
+            f" to={to}"
+        )
+    return random_fill(
+        self,
+        'check_uniform_bounds',
+        lambda rng, shape: rng.uniform(from_, to, shape),
+        generator,
+    )
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
-    "Fill with normal random numbers of mean `mean` and standard deviation `std`, in place."
+    """Fill with normal random numbers of mean `mean` and standard deviation `std`, in
+    place."""
     if std < 0: raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    return random_fill(self, 'normal_kernel_cpu', lambda rng, shape: rng.normal(mean, std, shape), generator)
+    return random_fill(
+        self,
+        'normal_kernel_cpu',
+        lambda rng, shape: rng.normal(mean, std, shape),
+        generator,
+    )
 
 # %% ../nbs/07_ops.ipynb
 def put(array, idx, value):
-    "`array[idx] = value` (a tensor or a number), with PyTorch's errors for a value that does not fit."
+    """`array[idx] = value` (a tensor or a number), with PyTorch's errors for a value
+    that does not fit."""
     v = value.array if isinstance(value, Tensor) else value
     try: array[idx] = v
     except ValueError:
         target, vshape = array[idx].shape, np.shape(v)
-        if builtins.any(isinstance(i, np.ndarray) for i in (idx if isinstance(idx, tuple) else (idx,))):
-            raise RuntimeError(f"shape mismatch: value tensor of shape {list(vshape)} cannot be broadcast to "
-                               f"indexing result of shape {list(target)}") from None
-        while vshape and vshape[0] == 1: vshape = vshape[1:]   # leading 1s are dropped, then the value expanded
+        if builtins.any(
+            isinstance(i, np.ndarray)
+            for i in (idx if isinstance(idx, tuple) else (idx,))
+        ):
+            raise RuntimeError(
+                f"shape mismatch: value tensor of shape {list(vshape)} cannot be"
+                f" broadcast to indexing result of shape {list(target)}"
+            ) from None
+        while vshape and vshape[0] == 1:
+            vshape = vshape[1:]  # leading 1s are dropped, then the value expanded
         expanded_shape(vshape, target)
         raise
 
@@ -1607,16 +2488,29 @@ class IndexPut(Function):
     @staticmethod
     def backward(ctx, grad_output):
         ga = grad_output * ctx.saved_tensors[0] if ctx.needs_input_grad[0] else None
-        gv = sum_to(Index.apply(grad_output, ctx.idx), ctx.vshape) if ctx.needs_input_grad[2] else None
+        gv = (
+            sum_to(Index.apply(grad_output, ctx.idx), ctx.vshape)
+            if ctx.needs_input_grad[2]
+            else None
+        )
         return ga, None, gv
     @staticmethod
-    def jvp(ctx, ta, _, tv):   # the backward's masks read forwards: a's tangent outside the region, the value's inside
+    def jvp(
+        ctx, ta, _, tv
+    # the backward's masks read forwards: a's tangent outside the region, the value's
+    # inside
+    ):
         a = ctx.args[0]
-        return IndexPut.apply(Tensor(np.zeros(a.array.shape, a.array.dtype)) if ta is None else ta, ctx.idx, 0.0 if tv is None else tv)
+        return IndexPut.apply(
+            Tensor(np.zeros(a.array.shape, a.array.dtype)) if ta is None else ta,
+            ctx.idx,
+            0.0 if tv is None else tv,
+        )
 
 # %% ../nbs/07_ops.ipynb
 def setitem(self, idx, value):
-    "`self[idx] = value`, in place; recorded in the graph when `self` or `value` requires grad."
+    """`self[idx] = value`, in place; recorded in the graph when `self` or `value`
+    requires grad."""
     idx = numpy_index(idx)
     if recording(self, value):
         write_inplace(self, IndexPut.apply(self, idx, value))
@@ -1627,69 +2521,252 @@ def setitem(self, idx, value):
 
 # %% ../nbs/07_ops.ipynb
 def reflected(f):
-    "The operator `f` with its operands swapped: what Python calls for `2 - t` (`t.__rsub__(2)`)."
+    """The operator `f` with its operands swapped: what Python calls for `2 - t`
+    (`t.__rsub__(2)`)."""
     return lambda self, other: f(other, self)
 
-METHODS = {   # pointwise, one tensor and two
-    'exp': exp, 'log': log, 'sqrt': sqrt, 'abs': abs, '__abs__': abs, 'relu': relu, 'sigmoid': sigmoid, 'tanh': tanh,
-    'sign': sign, 'neg': neg, '__neg__': neg, 'clamp': clamp, 'clip': clamp, 'clamp_min': clamp_min,
-    'pow': pow, '__pow__': pow, '__rpow__': reflected(pow), 'maximum': maximum, 'minimum': minimum,
-    'add': add, '__add__': add, '__radd__': reflected(add), 'sub': sub, '__sub__': sub, '__rsub__': reflected(sub),
-    'mul': mul, '__mul__': mul, '__rmul__': reflected(mul), 'div': div, 'divide': div, '__truediv__': div,
+METHODS = {  # pointwise, one tensor and two
+    'exp': exp,
+    'log': log,
+    'sqrt': sqrt,
+    'abs': abs,
+    '__abs__': abs,
+    'relu': relu,
+    'sigmoid': sigmoid,
+    'tanh': tanh,
+    'sign': sign,
+    'neg': neg,
+    '__neg__': neg,
+    'clamp': clamp,
+    'clip': clamp,
+    'clamp_min': clamp_min,
+    'pow': pow,
+    '__pow__': pow,
+    '__rpow__': reflected(pow),
+    'maximum': maximum,
+    'minimum': minimum,
+    'add': add,
+    '__add__': add,
+    '__radd__': reflected(add),
+    'sub': sub,
+    '__sub__': sub,
+    '__rsub__': reflected(sub),
+    'mul': mul,
+    '__mul__': mul,
+    '__rmul__': reflected(mul),
+    'div': div,
+    'divide': div,
+    '__truediv__': div,
     '__rtruediv__': reflected(div),
 }
 
 # %% ../nbs/07_ops.ipynb
-METHODS.update({   # where and comparisons
-    'where': lambda self, condition, other: Where.apply(condition, self, other),
-    'eq': eq, '__eq__': eq, 'ne': ne, '__ne__': ne, 'lt': lt, '__lt__': lt, 'le': le, '__le__': le,
-    'gt': gt, '__gt__': gt, 'ge': ge, '__ge__': ge, '__and__': bitwise_and, '__rand__': bitwise_and,
-    '__or__': bitwise_or, '__ror__': bitwise_or, '__xor__': bitwise_xor, '__rxor__': bitwise_xor,
-    '__invert__': logical_not, 'logical_not': logical_not,
-    # reductions, softmax
-    'sum': sum, 'mean': mean, 'max': max, 'min': min, 'argmax': argmax, 'argmin': argmin, 'var': var, 'std': std,
-    'norm': norm, 'logsumexp': logsumexp, 'softmax': softmax, 'log_softmax': log_softmax,
-})
+METHODS.update(
+    {  # where and comparisons
+        'where': lambda self, condition, other: Where.apply(condition, self, other),
+        'eq': eq,
+        '__eq__': eq,
+        'ne': ne,
+        '__ne__': ne,
+        'lt': lt,
+        '__lt__': lt,
+        'le': le,
+        '__le__': le,
+        'gt': gt,
+        '__gt__': gt,
+        'ge': ge,
+        '__ge__': ge,
+        '__and__': bitwise_and,
+        '__rand__': bitwise_and,
+        '__or__': bitwise_or,
+        '__ror__': bitwise_or,
+        '__xor__': bitwise_xor,
+        '__rxor__': bitwise_xor,
+        '__invert__': logical_not,
+        'logical_not': logical_not,
+        # reductions, softmax
+        'sum': sum,
+        'mean': mean,
+        'max': max,
+        'min': min,
+        'argmax': argmax,
+        'argmin': argmin,
+        'var': var,
+        'std': std,
+        'norm': norm,
+        'logsumexp': logsumexp,
+        'softmax': softmax,
+        'log_softmax': log_softmax,
+    }
+)
 
 # %% ../nbs/07_ops.ipynb
-METHODS.update({   # shape and views
-    'reshape': reshape, 'view': view, 'flatten': flatten, 'unsqueeze': unsqueeze, 'squeeze': squeeze,
-    'view_as': lambda self, other: reshape(self, other.shape), 'reshape_as': lambda self, other: reshape(self, other.shape),
-    'permute': permute, 'transpose': transpose, 't': t, 'T': property(reversed_dims), 'mT': property(matrix_transpose),
-    'expand': expand, 'expand_as': lambda self, other: expand(self, other.shape), 'sum_to_size': sum_to_size,
-    'clone': clone, 'contiguous': contiguous, 'is_contiguous': lambda self: self.array.flags.c_contiguous,
-    # dtypes and devices
-    'to': to, 'type_as': type_as, 'float': to_dtype(float32), 'double': to_dtype(float64),
-    'half': to_dtype(np.float16), 'long': to_dtype(int64), 'int': to_dtype(np.int32), 'bool': to_dtype(np.bool_),
-    'cpu': on_cpu, 'cuda': on_cuda, 'device': property(lambda self: CPU), 'is_cuda': False, 'is_cpu': True,
-})
+METHODS.update(
+    {  # shape and views
+        'reshape': reshape,
+        'view': view,
+        'flatten': flatten,
+        'unsqueeze': unsqueeze,
+        'squeeze': squeeze,
+        'view_as': lambda self, other: reshape(self, other.shape),
+        'reshape_as': lambda self, other: reshape(self, other.shape),
+        'permute': permute,
+        'transpose': transpose,
+        't': t,
+        'T': property(reversed_dims),
+        'mT': property(matrix_transpose),
+        'expand': expand,
+        'expand_as': lambda self, other: expand(self, other.shape),
+        'sum_to_size': sum_to_size,
+        'clone': clone,
+        'contiguous': contiguous,
+        'is_contiguous': lambda self: self.array.flags.c_contiguous,
+        # dtypes and devices
+        'to': to,
+        'type_as': type_as,
+        'float': to_dtype(float32),
+        'double': to_dtype(float64),
+        'half': to_dtype(np.float16),
+        'long': to_dtype(int64),
+        'int': to_dtype(np.int32),
+        'bool': to_dtype(np.bool_),
+        'cpu': on_cpu,
+        'cuda': on_cuda,
+        'device': property(lambda self: CPU),
+        'is_cuda': False,
+        'is_cpu': True,
+    }
+)
 
 # %% ../nbs/07_ops.ipynb
-METHODS.update({   # the rest of PyTorch's surface built above: pointwise, tests, reductions, shapes, types, products, fills
-    'sin': sin, 'cos': cos, 'square': square, 'log1p': log1p, 'expm1': expm1, 'rsqrt': rsqrt, 'clamp_max': clamp_max,
-    'floor_divide': floor_divide, '__floordiv__': floor_divide, '__rfloordiv__': reflected(floor_divide),
-    'isnan': isnan, 'isinf': isinf, 'isfinite': isfinite, 'allclose': allclose, 'equal': equal,
-    'all': all, 'any': any, 'prod': prod, 'cumsum': cumsum, 'repeat': repeat, 'swapaxes': swapaxes, 'swapdims': swapdims,
-    'type': tensor_type, 'dot': dot, 'mm': mm, 'bmm': bmm, 'outer': outer, 'uniform_': uniform_, 'normal_': normal_,
-})
+METHODS.update(
+    # the rest of PyTorch's surface built above: pointwise, tests, reductions, shapes,
+    # types, products, fills
+    {
+        'sin': sin,
+        'cos': cos,
+        'square': square,
+        'log1p': log1p,
+        'expm1': expm1,
+        'rsqrt': rsqrt,
+        'clamp_max': clamp_max,
+        'floor_divide': floor_divide,
+        '__floordiv__': floor_divide,
+        '__rfloordiv__': reflected(floor_divide),
+        'isnan': isnan,
+        'isinf': isinf,
+        'isfinite': isfinite,
+        'allclose': allclose,
+        'equal': equal,
+        'all': all,
+        'any': any,
+        'prod': prod,
+        'cumsum': cumsum,
+        'repeat': repeat,
+        'swapaxes': swapaxes,
+        'swapdims': swapdims,
+        'type': tensor_type,
+        'dot': dot,
+        'mm': mm,
+        'bmm': bmm,
+        'outer': outer,
+        'uniform_': uniform_,
+        'normal_': normal_,
+    }
+)
 
 # %% ../nbs/07_ops.ipynb
-METHODS.update({   # linear algebra, indexing, autograd, in place
-    'matmul': matmul, '__matmul__': matmul, '__rmatmul__': reflected(matmul),
-    '__getitem__': getitem, '__setitem__': setitem, '__iter__': iterate,
-    'register_hook': register_hook, 'retain_grad': retain_grad,
-    'add_': add_, '__iadd__': add_, 'sub_': sub_, '__isub__': sub_, 'mul_': mul_, '__imul__': mul_,
-    'div_': div_, '__itruediv__': div_, 'copy_': copy_, 'fill_': fill_, 'zero_': zero_,
-})
+METHODS.update(
+    {  # linear algebra, indexing, autograd, in place
+        'matmul': matmul,
+        '__matmul__': matmul,
+        '__rmatmul__': reflected(matmul),
+        '__getitem__': getitem,
+        '__setitem__': setitem,
+        '__iter__': iterate,
+        'register_hook': register_hook,
+        'retain_grad': retain_grad,
+        'add_': add_,
+        '__iadd__': add_,
+        'sub_': sub_,
+        '__isub__': sub_,
+        'mul_': mul_,
+        '__imul__': mul_,
+        'div_': div_,
+        '__itruediv__': div_,
+        'copy_': copy_,
+        'fill_': fill_,
+        'zero_': zero_,
+    }
+)
 
 for _name, _method in METHODS.items(): setattr(Tensor, _name, _method)
 
 # %% ../nbs/07_ops.ipynb
-NODE_NAMES.update({op: f'{op.__name__}Backward0' for op in (
-    Sub, Mul, Div, Pow, FloorDivide, Neg, Exp, Log, Sqrt, Tanh, Sigmoid, Abs, Relu, Sin, Cos, Log1p, Expm1, Rsqrt, Sign,
-    Where, Maximum, Minimum, Sum, Mean, Prod, Cumsum, Var, Std, Softmax, LogSoftmax, Expand, Permute, Clone, Repeat,
-    Index, IndexAdd, IndexPut, Cat, Stack, Einsum, Fill)})
-NODE_NAMES.update({Clamp: 'ClampBackward1', Log1p: 'Log1PBackward0', Max: 'MaxBackward1', Min: 'MinBackward1', MaxDim: 'MaxBackward0',
-                   MinDim: 'MinBackward0', Norm: 'LinalgVectorNormBackward0', LogSumExp: 'LogsumexpBackward0',
-                   Reshape: 'ViewBackward0', ToDtype: 'ToCopyBackward0', SumToSize: 'SumBackward1', MatMul: 'MmBackward0',
-                   Copy: 'CopyBackwards', CopyGrad: 'CopyBackwards', CopySlices: 'CopySlices'})
+NODE_NAMES.update(
+    {
+        op: f'{op.__name__}Backward0'
+        for op in (
+            Sub,
+            Mul,
+            Div,
+            Pow,
+            FloorDivide,
+            Neg,
+            Exp,
+            Log,
+            Sqrt,
+            Tanh,
+            Sigmoid,
+            Abs,
+            Relu,
+            Sin,
+            Cos,
+            Log1p,
+            Expm1,
+            Rsqrt,
+            Sign,
+            Where,
+            Maximum,
+            Minimum,
+            Sum,
+            Mean,
+            Prod,
+            Cumsum,
+            Var,
+            Std,
+            Softmax,
+            LogSoftmax,
+            Expand,
+            Permute,
+            Clone,
+            Repeat,
+            Index,
+            IndexAdd,
+            IndexPut,
+            Cat,
+            Stack,
+            Einsum,
+            Fill,
+        )
+    }
+)
+NODE_NAMES.update(
+    {
+        Clamp: 'ClampBackward1',
+        Log1p: 'Log1PBackward0',
+        Max: 'MaxBackward1',
+        Min: 'MinBackward1',
+        MaxDim: 'MaxBackward0',
+        MinDim: 'MinBackward0',
+        Norm: 'LinalgVectorNormBackward0',
+        LogSumExp: 'LogsumexpBackward0',
+        Reshape: 'ViewBackward0',
+        ToDtype: 'ToCopyBackward0',
+        SumToSize: 'SumBackward1',
+        MatMul: 'MmBackward0',
+        Copy: 'CopyBackwards',
+        CopyGrad: 'CopyBackwards',
+        CopySlices: 'CopySlices',
+    }
+)

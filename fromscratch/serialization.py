@@ -20,25 +20,33 @@ from .nn import Parameter
 
 # %% ../nbs/09_serialization.ipynb
 def encode(obj, tensors, seen):
-    "`obj` as JSON data: numbers and strings as they are, containers tagged with their type, tensors by number."
+    """`obj` as JSON data: numbers and strings as they are, containers tagged with their
+    type, tensors by number."""
     if obj is None or isinstance(obj, (bool, int, float, str)): return obj
     if isinstance(obj, Tensor):
         if id(obj) not in seen: seen[id(obj)] = len(tensors); tensors.append(obj)
         return {'tensor': seen[id(obj)]}
-    if isinstance(obj, (list, tuple)): return {type(obj).__name__: [encode(v, tensors, seen) for v in obj]}
+    if isinstance(obj, (list, tuple)):
+        return {type(obj).__name__: [encode(v, tensors, seen) for v in obj]}
     if isinstance(obj, dict):
-        items = [[encode(k, tensors, seen), encode(v, tensors, seen)] for k, v in obj.items()]
+        items = [
+            [encode(k, tensors, seen), encode(v, tensors, seen)] for k, v in obj.items()
+        ]
         return {'odict' if isinstance(obj, OrderedDict) else 'dict': items}
-    raise TypeError(f"fs.save stores tensors, numbers, strings, None, and lists, tuples and dicts of them; got "
-                    f"{type(obj).__module__}.{type(obj).__qualname__}")
+    raise TypeError(
+        "fs.save stores tensors, numbers, strings, None, and lists, tuples and dicts"
+        f" of them; got {type(obj).__module__}.{type(obj).__qualname__}"
+    )
 
 # %% ../nbs/09_serialization.ipynb
 def decode(node, tensors):
-    "The object `encode` described as `node`; `tensors` are the loaded tensors, by number."
+    """The object `encode` described as `node`; `tensors` are the loaded tensors, by
+    number."""
     if not isinstance(node, dict): return node
     (kind, value), = node.items()
     if kind == 'tensor': return tensors[value]
-    if kind in ('list', 'tuple'): return (list if kind == 'list' else tuple)(decode(v, tensors) for v in value)
+    if kind in ('list', 'tuple'):
+        return (list if kind == 'list' else tuple)(decode(v, tensors) for v in value)
     pairs = [(decode(k, tensors), decode(v, tensors)) for k, v in value]
     return OrderedDict(pairs) if kind == 'odict' else dict(pairs)
 
@@ -46,26 +54,38 @@ def decode(node, tensors):
 MANIFEST, FORMAT, VERSION = 'fromscratch.json', 'fromscratch.save', 1
 
 def write_archive(obj, f):
-    "Write `obj` into the binary file `f`: a zip of a JSON table of contents and one `.npy` file per tensor."
+    """Write `obj` into the binary file `f`: a zip of a JSON table of contents and one
+    `.npy` file per tensor."""
     tensors = []
     doc = {'format': FORMAT, 'version': VERSION, 'object': encode(obj, tensors, {})}
-    doc['tensors'] = [{'requires_grad': t.requires_grad, 'parameter': isinstance(t, Parameter)} for t in tensors]
+    doc['tensors'] = [
+        {'requires_grad': t.requires_grad, 'parameter': isinstance(t, Parameter)}
+        for t in tensors
+    ]
     with zipfile.ZipFile(f, 'w') as z:
         z.writestr(MANIFEST, json.dumps(doc))
         for i, t in enumerate(tensors):
-            with z.open(f'tensors/{i}.npy', 'w') as out: np.lib.format.write_array(out, t.array, allow_pickle=False)
+            with z.open(f'tensors/{i}.npy', 'w') as out:
+                np.lib.format.write_array(out, t.array, allow_pickle=False)
 
 # %% ../nbs/09_serialization.ipynb
 def save(obj, f):
-    "Save `obj` (tensors, numbers, strings, and lists, tuples and dicts of them) to a path or a binary file, without pickle."
+    """Save `obj` (tensors, numbers, strings, and lists, tuples and dicts of them) to a
+    path or a binary file, without pickle."""
     if not isinstance(f, (str, os.PathLike)): return write_archive(obj, f)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(f)), prefix=f'.{os.path.basename(f)}.', suffix='.tmp')
+    fd, tmp = tempfile.mkstemp(
+        dir=os.path.dirname(os.path.abspath(f)),
+        prefix=f'.{os.path.basename(f)}.',
+        suffix='.tmp',
+    )
     try:
         with os.fdopen(fd, 'wb') as out:
             write_archive(obj, out)
             out.flush(); os.fsync(out.fileno())
         umask = os.umask(0); os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)           # mkstemp makes the file private; a saved file is not
+        os.chmod(
+            tmp, 0o666 & ~umask
+        )  # mkstemp makes the file private; a saved file is not
         os.replace(tmp, f)
     except BaseException:
         if os.path.exists(tmp): os.unlink(tmp)
@@ -73,42 +93,72 @@ def save(obj, f):
 
 # %% ../nbs/09_serialization.ipynb
 def not_ours(f, name):
-    "Why the binary file `f` is not an archive `save` wrote, in words that say what it is and what to do; None if it is."
+    """Why the binary file `f` is not an archive `save` wrote, in words that say what it
+    is and what to do; None if it is."""
     start = f.tell(); head = f.read(4); f.seek(start)
     if head[:2] != b'PK':
-        if head[:1] == b'\x80': return (f"{name} is a Python pickle (pickle.dump, or an old torch.save): fs.load never "
-                                        "unpickles, since unpickling can run code. Load it with torch.load and save the tensors with fs.save")
-        return f"{name} is not a file written by fs.save: it is not a zip archive (it starts with {head!r})"
+        if head[:1] == b'\x80':
+            return (
+                f"{name} is a Python pickle (pickle.dump, or an old torch.save):"
+                " fs.load never unpickles, since unpickling can run code. Load it with"
+                " torch.load and save the tensors with fs.save"
+            )
+        return (
+            f"{name} is not a file written by fs.save: it is not a zip archive (it"
+            f" starts with {head!r})"
+        )
     try:
-        with zipfile.ZipFile(f) as z: names = z.namelist()
-    except zipfile.BadZipFile as e: return f"{name} looks like a zip archive but cannot be read ({e}): is it complete?"
-    finally: f.seek(start)
+        with zipfile.ZipFile(f) as z:
+            names = z.namelist()
+    except zipfile.BadZipFile as e:
+        return (
+            f"{name} looks like a zip archive but cannot be read ({e}): is it complete?"
+        )
+    finally:
+        f.seek(start)
     if MANIFEST in names: return None
     if any(n == 'data.pkl' or n.endswith('/data.pkl') for n in names):
-        return (f"{name} was written by torch.save: load it with torch.load(..., weights_only=True), convert each tensor "
-                "with fs.tensor(t.numpy()) and save the result with fs.save")
-    if names and all(n.endswith('.npy') for n in names): return f"{name} is a numpy .npz archive: read it with np.load"
-    return f"{name} is a zip archive, but not one written by fs.save (it has no {MANIFEST})"
+        return (
+            f"{name} was written by torch.save: load it with torch.load(...,"
+            " weights_only=True), convert each tensor with fs.tensor(t.numpy()) and"
+            " save the result with fs.save"
+        )
+    if names and all(n.endswith('.npy') for n in names):
+        return f"{name} is a numpy .npz archive: read it with np.load"
+    return (
+        f"{name} is a zip archive, but not one written by fs.save (it has no"
+        f" {MANIFEST})"
+    )
 
 # %% ../nbs/09_serialization.ipynb
 def read_archive(f, name):
-    "The object in the archive `f` that `write_archive` wrote; a RuntimeError saying what `f` is if it is not one."
+    """The object in the archive `f` that `write_archive` wrote; a RuntimeError saying
+    what `f` is if it is not one."""
     why = not_ours(f, name)
     if why: raise RuntimeError(why)
     with zipfile.ZipFile(f) as z:
         doc = json.loads(z.read(MANIFEST))
         if doc.get('format') != FORMAT or doc.get('version', VERSION + 1) > VERSION:
-            raise RuntimeError(f"{name} was written by a newer fromscratch (format {doc.get('format')!r}, "
-                               f"version {doc.get('version')}): update fromscratch to read it")
+            raise RuntimeError(
+                f"{name} was written by a newer fromscratch (format"
+                f" {doc.get('format')!r}, version {doc.get('version')}): update"
+                " fromscratch to read it"
+            )
         tensors = []
         for i, meta in enumerate(doc['tensors']):
-            with z.open(f'tensors/{i}.npy') as a: array = np.lib.format.read_array(a, allow_pickle=False)
-            tensors.append((Parameter if meta['parameter'] else Tensor)(array, requires_grad=meta['requires_grad']))
+            with z.open(f'tensors/{i}.npy') as a:
+                array = np.lib.format.read_array(a, allow_pickle=False)
+            tensors.append(
+                (Parameter if meta['parameter'] else Tensor)(
+                    array, requires_grad=meta['requires_grad']
+                )
+            )
     return decode(doc['object'], tensors)
 
 # %% ../nbs/09_serialization.ipynb
 def load(f, map_location=None, *, weights_only=None, mmap=None):
-    "Load what `save` wrote, from a path or a binary file; `map_location`, `weights_only` and `mmap` are torch's, accepted."
+    """Load what `save` wrote, from a path or a binary file; `map_location`,
+    `weights_only` and `mmap` are torch's, accepted."""
     if isinstance(f, (str, os.PathLike)):
         with open(f, 'rb') as file: return read_archive(file, f"'{os.fspath(f)}'")
     if not f.seekable(): f = io.BytesIO(f.read())

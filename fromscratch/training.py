@@ -19,20 +19,23 @@ from .data import ArrayDataset, load_mnist
 
 # %% ../nbs/12_training.ipynb
 def show_progress(progress=None):
-    "Whether to draw a progress bar: `progress` if given, else only on a terminal and outside CI."
+    """Whether to draw a progress bar: `progress` if given, else only on a terminal and
+    outside CI."""
     if progress is not None: return bool(progress)
     return sys.stderr is not None and sys.stderr.isatty() and not os.environ.get('CI')
 
 # %% ../nbs/12_training.ipynb
 def batch_bar(batches, desc='', progress=None):
-    "`batches` wrapped in a tqdm bar on stderr if `show_progress(progress)`, else `batches` unchanged."
+    """`batches` wrapped in a tqdm bar on stderr if `show_progress(progress)`, else
+    `batches` unchanged."""
     if not show_progress(progress): return batches
     from tqdm import tqdm
     return tqdm(batches, desc=desc, unit='batch', leave=False, file=sys.stderr)
 
 # %% ../nbs/12_training.ipynb
 def train_epoch(model, loss_fn, opt, batches, scheduler=None):
-    "One pass over `batches`: forward, loss, backward, step, zero_grad (and `scheduler.step()`); return every step's loss."
+    """One pass over `batches`: forward, loss, backward, step, zero_grad (and
+    `scheduler.step()`); return every step's loss."""
     model.train()
     losses = []
     for xb, yb in batches:
@@ -42,23 +45,27 @@ def train_epoch(model, loss_fn, opt, batches, scheduler=None):
         opt.zero_grad()
         if scheduler is not None: scheduler.step()
         losses.append(loss.item())
-        if hasattr(batches, 'set_postfix'): batches.set_postfix(loss=f'{losses[-1]:.4f}', refresh=False)
+        if hasattr(batches, 'set_postfix'):
+            batches.set_postfix(loss=f'{losses[-1]:.4f}', refresh=False)
     return losses
 
 # %% ../nbs/12_training.ipynb
 def accuracy(output, target):
-    "The fraction of rows of `output` whose highest score is at the `target` class, as a Python float."
+    """The fraction of rows of `output` whose highest score is at the `target` class, as
+    a Python float."""
     return (output.argmax(dim=-1) == target).float().mean().item()
 
 # %% ../nbs/12_training.ipynb
 def no_grad_for(model):
-    "The `no_grad()` context of the library `model`'s parameters come from: fromscratch or torch."
+    """The `no_grad()` context of the library `model`'s parameters come from:
+    fromscratch or torch."""
     library = type(next(iter(model.parameters()))).__module__.split('.')[0]
     return import_module(library).no_grad()
 
 # %% ../nbs/12_training.ipynb
 def evaluate(model, loss_fn, batches, metric=accuracy):
-    "The mean loss and `metric` (None if no metric) of `model` over all samples in `batches`, without a graph."
+    """The mean loss and `metric` (None if no metric) of `model` over all samples in
+    `batches`, without a graph."""
     model.eval()
     total_loss = total_metric = 0.0; n = 0
     with no_grad_for(model):
@@ -73,56 +80,112 @@ def evaluate(model, loss_fn, batches, metric=accuracy):
 # %% ../nbs/12_training.ipynb
 def format_row(row, digits=4):
     "An epoch's row as `key=value` pairs, floats rounded to `digits`."
-    return ' '.join(f'{k}={v:.{digits}f}' if isinstance(v, float) else f'{k}={v}' for k, v in row.items())
+    return ' '.join(
+        f'{k}={v:.{digits}f}' if isinstance(v, float) else f'{k}={v}'
+        for k, v in row.items()
+    )
 
 class History:
     "What `fit` records: the loss of every training step, and one row per epoch."
     def __init__(self): self.train_loss, self.epochs, self.seconds = [], [], 0.0
     def column(self, name): return [row[name] for row in self.epochs]
-    def __repr__(self): return '\n'.join(format_row(row, 3) for row in self.epochs) or 'History (no epochs)'
+    def __repr__(self):
+        return (
+            '\n'.join(format_row(row, 3) for row in self.epochs)
+            or 'History (no epochs)'
+        )
 
 # %% ../nbs/12_training.ipynb
-def fit(model, loss_fn, opt, train_dl, valid_dl=None, epochs=1, metric=accuracy, progress=None, log=None, scheduler=None):
-    "Train `model` for `epochs` passes over `train_dl`, evaluating on `valid_dl` after each; return a `History`."
+def fit(
+    model,
+    loss_fn,
+    opt,
+    train_dl,
+    valid_dl=None,
+    epochs=1,
+    metric=accuracy,
+    progress=None,
+    log=None,
+    scheduler=None,
+):
+    """Train `model` for `epochs` passes over `train_dl`, evaluating on `valid_dl` after
+    each; return a `History`."""
     history, start = History(), time.perf_counter()
     for epoch in range(1, epochs + 1):
-        losses = train_epoch(model, loss_fn, opt, batch_bar(train_dl, f'epoch {epoch}/{epochs}', progress), scheduler)
-        if not losses: raise ValueError("train_dl gave no batches: is the dataset empty?")
+        losses = train_epoch(
+            model,
+            loss_fn,
+            opt,
+            batch_bar(train_dl, f'epoch {epoch}/{epochs}', progress),
+            scheduler,
+        )
+        if not losses:
+            raise ValueError("train_dl gave no batches: is the dataset empty?")
         history.train_loss += losses
-        row = {'epoch': epoch, 'step': len(history.train_loss), 'train_loss': float(np.mean(losses))}
+        row = {
+            'epoch': epoch,
+            'step': len(history.train_loss),
+            'train_loss': float(np.mean(losses)),
+        }
         if valid_dl is not None:
             row['valid_loss'], score = evaluate(model, loss_fn, valid_dl, metric)
-            if metric is not None: row[metric.__name__] = score
+            if metric is not None:
+                row[metric.__name__] = score
         history.epochs.append(row)
-        if log is not None: log(format_row(row))
+        if log is not None:
+            log(format_row(row))
     history.seconds = time.perf_counter() - start
     return history
 
 # %% ../nbs/12_training.ipynb
 def plot_history(history, ax=None, label='', **kwargs):
-    "Draw each step's training loss and each epoch's validation loss on `ax` (a new figure if None)."
+    """Draw each step's training loss and each epoch's validation loss on `ax` (a new
+    figure if None)."""
     if ax is None:
         import matplotlib.pyplot as plt
         ax = plt.subplots(figsize=(7, 3.5))[1]
     name = f'{label} ' if label else ''
     steps = np.arange(1, len(history.train_loss) + 1)
-    line, = ax.plot(steps, history.train_loss, lw=1, alpha=0.7, label=f'{name}train', **kwargs)
-    valid = [(row['step'], row['valid_loss']) for row in history.epochs if 'valid_loss' in row]
-    if valid: ax.plot(*zip(*valid), 'o-', lw=2, mec='black', color=line.get_color(), label=f'{name}valid')
+    (line,) = ax.plot(
+        steps, history.train_loss, lw=1, alpha=0.7, label=f'{name}train', **kwargs
+    )
+    valid = [
+        (row['step'], row['valid_loss'])
+        for row in history.epochs
+        if 'valid_loss' in row
+    ]
+    if valid:
+        ax.plot(
+            *zip(*valid),
+            'o-',
+            lw=2,
+            mec='black',
+            color=line.get_color(),
+            label=f'{name}valid',
+        )
     ax.set_xlabel('step'); ax.set_ylabel('loss'); ax.legend()
     return ax
 
 # %% ../nbs/12_training.ipynb
 def mnist_datasets(full=False, train_size=None, **kwargs):
-    "MNIST as two `ArrayDataset`s (train, valid): float32 pixels standardised with the training mean and std, int64 labels."
+    """MNIST as two `ArrayDataset`s (train, valid): float32 pixels standardised with the
+    training mean and std, int64 labels."""
     (x_train, y_train), (x_valid, y_valid) = load_mnist(full=full, **kwargs)
     if train_size is not None:
         if not 0 < train_size <= len(x_train):
-            raise ValueError(f"train_size must be between 1 and {len(x_train):,} (the training images there are), got {train_size:,}")
+            raise ValueError(
+                f"train_size must be between 1 and {len(x_train):,} (the training"
+                f" images there are), got {train_size:,}"
+            )
         x_train, y_train = x_train[:train_size], y_train[:train_size]
-    x_train, x_valid = x_train.astype(np.float32) / 255, x_valid.astype(np.float32) / 255
+    x_train, x_valid = (
+        x_train.astype(np.float32) / 255,
+        x_valid.astype(np.float32) / 255,
+    )
     mean, std = x_train.mean(), x_train.std()
-    return ArrayDataset((x_train - mean) / std, y_train), ArrayDataset((x_valid - mean) / std, y_valid)
+    return ArrayDataset((x_train - mean) / std, y_train), ArrayDataset(
+        (x_valid - mean) / std, y_valid
+    )
 
 # %% ../nbs/12_training.ipynb
 def mnist_mlp(n_hidden=50):

@@ -19,111 +19,179 @@ from ..ops import alias, take_history
 from .forward_ad import tangent_of, attach_tangents, transforms
 
 # %% ../../nbs/08_autograd.ipynb
-_all_ = ['backward', 'grad', 'no_grad', 'enable_grad', 'set_grad_enabled', 'is_grad_enabled']
+_all_ = [
+    'backward',
+    'grad',
+    'no_grad',
+    'enable_grad',
+    'set_grad_enabled',
+    'is_grad_enabled',
+]
 
 # %% ../../nbs/08_autograd.ipynb
 class FunctionCtx(Context):
-    "The `ctx` of a custom `Function`: the engine's `Context`, plus PyTorch's `mark_dirty` and `set_materialize_grads`."
+    """The `ctx` of a custom `Function`: the engine's `Context`, plus PyTorch's
+    `mark_dirty` and `set_materialize_grads`."""
     dirty = ()
     def mark_dirty(self, *tensors):
-        "Declare the inputs that `forward` changed in place and returns: they become its outputs, with a new history."
+        """Declare the inputs that `forward` changed in place and returns: they become
+        its outputs, with a new history."""
         self.dirty = tensors
     def set_materialize_grads(self, value):
-        "With False, `backward` gets None (instead of zeros) for an output that received no gradient."
+        """With False, `backward` gets None (instead of zeros) for an output that
+        received no gradient."""
         self.materialize_grads = bool(value)
 
 # %% ../../nbs/08_autograd.ipynb
 class Function(core.Function):
-    "PyTorch's `autograd.Function`: `forward(ctx, *args)`, or PyTorch 2's `forward(*args)` with `setup_context`."
+    """PyTorch's `autograd.Function`: `forward(ctx, *args)`, or PyTorch 2's
+    `forward(*args)` with `setup_context`."""
     @staticmethod
-    def setup_context(ctx, inputs, output): raise NotImplementedError("setup_context is not implemented.")
-    generate_vmap_rule = False   # under vmap (notebook 15): True runs forward and backward per sample; or override `vmap`
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError("setup_context is not implemented.")
+    # under vmap (notebook 15): True runs forward and backward per sample; or override
+    # `vmap`
+    generate_vmap_rule = False
     @staticmethod
     def vmap(info, in_dims, *args):
-        raise NotImplementedError("To use autograd.Function with vmap, you must either override the vmap staticmethod or set generate_vmap_rule=True.")
+        raise NotImplementedError(
+            "To use autograd.Function with vmap, you must either override the vmap"
+            " staticmethod or set generate_vmap_rule=True."
+        )
 
     @classmethod
     def apply(cls, *args):
-        "Run `forward` (and `setup_context`) with recording off; if an input requires grad, record a node."
-        if core.forward_mode.level not in (None, transforms.dual): return core.forward_mode.apply_dual(cls, args)   # vmap (15)
-        needs = tuple([isinstance(a, Tensor) and a.requires_grad for a in args])   # (refreshes stale views, 07a)
+        """Run `forward` (and `setup_context`) with recording off; if an input requires
+        grad, record a node."""
+        if core.forward_mode.level not in (None, transforms.dual):
+            return core.forward_mode.apply_dual(cls, args)  # vmap (15)
+        needs = tuple(
+            [isinstance(a, Tensor) and a.requires_grad for a in args]
+        )  # (refreshes stale views, 07a)
         record = is_grad_enabled() and True in needs
-        ctx = FunctionCtx(cls, needs)   # as in torch, `needs_input_grad` even when nothing is recorded
-        level, core.forward_mode.level = core.forward_mode.level, None   # the forward sees no tangents (notebook 14)
+        ctx = FunctionCtx(
+            cls, needs
+        )  # as in torch, `needs_input_grad` even when nothing is recorded
+        level, core.forward_mode.level = (
+            core.forward_mode.level,
+            None,
+        )  # the forward sees no tangents (notebook 14)
         try:
             with no_grad():
-                if cls.setup_context is Function.setup_context: outputs = cls.forward(ctx, *args)
+                if cls.setup_context is Function.setup_context:
+                    outputs = cls.forward(ctx, *args)
                 else:
                     outputs = cls.forward(*args)
                     cls.setup_context(ctx, args, outputs)
         finally: core.forward_mode.level = level
         dirty = dirty_outputs(ctx, args, outputs)
         if record:
-            outputs = connect_dirty(ctx, args, outputs, dirty) if dirty else connect(ctx, args, outputs)
-            ctx.save_for_backward(*ctx.to_save)   # as PyTorch does, saved versions are the ones at the end of `apply`
+            outputs = (
+                connect_dirty(ctx, args, outputs, dirty)
+                if dirty
+                else connect(ctx, args, outputs)
+            )
+            ctx.save_for_backward(
+                *ctx.to_save
+            )  # as PyTorch does, saved versions are the ones at the end of `apply`
         if level is not None: custom_jvp(cls, ctx, args, outputs)
         return outputs
 
 def custom_jvp(cls, ctx, args, outputs):
-    "Forward mode through a custom Function: its own `jvp(ctx, *tangents)`, which PyTorch asks for, gives the outputs' tangents."
+    """Forward mode through a custom Function: its own `jvp(ctx, *tangents)`, which
+    PyTorch asks for, gives the outputs' tangents."""
     tangents = [tangent_of(a) if isinstance(a, Tensor) else None for a in args]
     if all(t is None for t in tangents): return
     if cls.jvp is core.Function.jvp:
-        raise NotImplementedError("You must implement the jvp function for custom autograd.Function to use it with forward mode AD.")
+        raise NotImplementedError(
+            "You must implement the jvp function for custom autograd.Function to use it"
+            " with forward mode AD."
+        )
     hook = core.forward_mode.level, core.forward_mode.apply_dual
-    core.forward_mode.level = None                 # the rule's own arithmetic carries no tangents
+    core.forward_mode.level = None  # the rule's own arithmetic carries no tangents
     try: out_tangents = cls.jvp(ctx, *tangents)
     finally: core.forward_mode.level, core.forward_mode.apply_dual = hook
     attach_tangents(ctx, outputs, out_tangents, transforms.dual)
 
 # %% ../../nbs/08_autograd.ipynb
 def dirty_outputs(ctx, args, outputs):
-    "Check `ctx.mark_dirty`'s tensors as PyTorch does and bump their versions; the positions of those among `outputs`."
+    """Check `ctx.mark_dirty`'s tensors as PyTorch does and bump their versions; the
+    positions of those among `outputs`."""
     outs = outputs if isinstance(outputs, tuple) else (outputs,)
     for t in ctx.dirty:
         if not any(t is a for a in args):
-            warnings.warn("ctx.mark_dirty() received a tensor that was not an input. Only input Tensors that have "
-                          "been mutated should be passed to ctx.mark_dirty().", UserWarning, stacklevel=3)
+            warnings.warn(
+                "ctx.mark_dirty() received a tensor that was not an input. Only input"
+                " Tensors that have been mutated should be passed to ctx.mark_dirty().",
+                UserWarning,
+                stacklevel=3,
+            )
             continue
         if not any(t is o for o in outs):
-            raise RuntimeError("Some elements marked as dirty during the forward method were not returned as output. "
-                               "The inputs that are modified inplace must all be outputs of the Function.")
+            raise RuntimeError(
+                "Some elements marked as dirty during the forward method were not"
+                " returned as output. The inputs that are modified inplace must all be"
+                " outputs of the Function."
+            )
         t.version_counter.bump()
-    return [i for i, o in enumerate(outs) if any(o is t for t in ctx.dirty) and any(o is a for a in args)]
+    return [
+        i
+        for i, o in enumerate(outs)
+        if any(o is t for t in ctx.dirty) and any(o is a for a in args)
+    ]
 
 # %% ../../nbs/08_autograd.ipynb
 def connect_dirty(ctx, args, outputs, dirty):
-    "Attach the node: a stand-in takes each dirty output's place, then hands its history to the input it stands for."
+    """Attach the node: a stand-in takes each dirty output's place, then hands its
+    history to the input it stands for."""
     outs = list(outputs) if isinstance(outputs, tuple) else [outputs]
     for i in dirty:
         t, view = outs[i], outs[i]._view
         if t.grad_fn is None and t._requires_grad:
-            raise RuntimeError("a leaf Variable that requires grad has been used in an in-place operation.")
+            raise RuntimeError(
+                "a leaf Variable that requires grad has been used in an in-place"
+                " operation."
+            )
         if view is not None and view.base.grad_fn is None and view.base._requires_grad:
-            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
-    stand_ins = [alias(o) if i in dirty else o for i, o in enumerate(outs)]   # same memory and version counter
-    done = connect(ctx, args, tuple(stand_ins) if isinstance(outputs, tuple) else stand_ins[0])
+            raise RuntimeError(
+                "a view of a leaf Variable that requires grad is being used in an"
+                " in-place operation."
+            )
+    stand_ins = [
+        alias(o) if i in dirty else o for i, o in enumerate(outs)
+    ]  # same memory and version counter
+    done = connect(
+        ctx, args, tuple(stand_ins) if isinstance(outputs, tuple) else stand_ins[0]
+    )
     done = list(done) if isinstance(outputs, tuple) else [done]
     for i in dirty: done[i] = take_history(outs[i], done[i])
     return tuple(done) if isinstance(outputs, tuple) else done[0]
 
 # %% ../../nbs/08_autograd.ipynb
 class GradcheckError(RuntimeError):
-    "Raised by `gradcheck` when the gradients from autograd and from finite differences disagree."
+    """Raised by `gradcheck` when the gradients from autograd and from finite
+    differences disagree."""
 
 def _as_tuple(x): return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 def _float_outputs(outputs):
-    "The outputs whose Jacobian is checked: the floating-point tensors among what `fn` returned."
-    return tuple(o for o in _as_tuple(outputs) if isinstance(o, Tensor) and o.dtype.kind == 'f')
+    """The outputs whose Jacobian is checked: the floating-point tensors among what `fn`
+    returned."""
+    return tuple(
+        o for o in _as_tuple(outputs) if isinstance(o, Tensor) and o.dtype.kind == 'f'
+    )
 
 def _diff_inputs(inputs):
-    "The positions of the inputs that require grad: the ones a Jacobian is taken with respect to."
-    return [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    """The positions of the inputs that require grad: the ones a Jacobian is taken with
+    respect to."""
+    return [
+        i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad
+    ]
 
 # %% ../../nbs/08_autograd.ipynb
 def numerical_jacobian(fn, inputs, eps=1e-6):
-    "d output / d input by central differences: `J[j][k]` is a (numel of output j, numel of input k) array."
+    """d output / d input by central differences: `J[j][k]` is a (numel of output j,
+    numel of input k) array."""
     inputs = _as_tuple(inputs)
     diff, outs = _diff_inputs(inputs), _float_outputs(fn(*inputs))
     jac = [[np.zeros((o.numel(), inputs[i].numel())) for i in diff] for o in outs]
@@ -132,16 +200,22 @@ def numerical_jacobian(fn, inputs, eps=1e-6):
         for col, idx in enumerate(np.ndindex(x.shape)):
             orig = x[idx]
             x[idx] = orig + eps
-            plus = [o.array.astype(np.float64).ravel() for o in _float_outputs(fn(*inputs))]
+            plus = [
+                o.array.astype(np.float64).ravel() for o in _float_outputs(fn(*inputs))
+            ]
             x[idx] = orig - eps
-            minus = [o.array.astype(np.float64).ravel() for o in _float_outputs(fn(*inputs))]
+            minus = [
+                o.array.astype(np.float64).ravel() for o in _float_outputs(fn(*inputs))
+            ]
             x[idx] = orig
-            for j, (p, m) in enumerate(zip(plus, minus)): jac[j][k][:, col] = (p - m) / (2 * eps)
+            for j, (p, m) in enumerate(zip(plus, minus)):
+                jac[j][k][:, col] = (p - m) / (2 * eps)
     return jac
 
 # %% ../../nbs/08_autograd.ipynb
 def analytical_jacobian(fn, inputs):
-    "d output / d input from autograd: row r of `J[j][k]` is the gradient of element r of output j (a one-hot VJP)."
+    """d output / d input from autograd: row r of `J[j][k]` is the gradient of element r
+    of output j (a one-hot VJP)."""
     inputs = _as_tuple(inputs)
     diff, outs = _diff_inputs(inputs), _float_outputs(fn(*inputs))
     jac = [[np.zeros((o.numel(), inputs[i].numel())) for i in diff] for o in outs]
@@ -150,29 +224,46 @@ def analytical_jacobian(fn, inputs):
         for r in range(o.numel()):
             onehot = np.zeros(o.numel(), dtype=o.dtype)
             onehot[r] = 1
-            grads = grad(o, [inputs[i] for i in diff], Tensor(onehot.reshape(o.shape)), retain_graph=True,
-                         allow_unused=True)
+            grads = grad(
+                o,
+                [inputs[i] for i in diff],
+                Tensor(onehot.reshape(o.shape)),
+                retain_graph=True,
+                allow_unused=True,
+            )
             for k, g in enumerate(grads):
                 if g is not None: jac[j][k][r] = g.array.astype(np.float64).ravel()
     return jac
 
 # %% ../../nbs/08_autograd.ipynb
 def _check_inputs(inputs):
-    "PyTorch's checks on gradcheck's inputs: at least one requires grad, float64 expected, no stride 0."
+    """PyTorch's checks on gradcheck's inputs: at least one requires grad, float64
+    expected, no stride 0."""
     diff = _diff_inputs(inputs)
     if not diff:
-        raise ValueError("gradcheck expects at least one input tensor to require gradient, but none of them have "
-                         "requires_grad=True.")
+        raise ValueError(
+            "gradcheck expects at least one input tensor to require gradient, but none"
+            " of them have requires_grad=True."
+        )
     for i in diff:
         a = inputs[i].array
         if a.dtype != np.float64:
-            warnings.warn(f"Input #{i} requires gradient and is not a double precision floating point or complex. "
-                          "This check will likely fail if all the inputs are not of double precision floating point "
-                          "or complex. ", UserWarning, stacklevel=3)
-        if not a.flags.writeable or any(st == 0 and n > 1 for st, n in zip(a.strides, a.shape)):
-            raise RuntimeError(f"The {i}th input has a dimension with stride 0. gradcheck only supports inputs that "
-                               "are non-overlapping to be able to compute the numerical gradients correctly. You "
-                               "should call .contiguous on the input before passing it to gradcheck.")
+            warnings.warn(
+                f"Input #{i} requires gradient and is not a double precision floating"
+                " point or complex. This check will likely fail if all the inputs are"
+                " not of double precision floating point or complex. ",
+                UserWarning,
+                stacklevel=3,
+            )
+        if not a.flags.writeable or any(
+            st == 0 and n > 1 for st, n in zip(a.strides, a.shape)
+        ):
+            raise RuntimeError(
+                f"The {i}th input has a dimension with stride 0. gradcheck only"
+                " supports inputs that are non-overlapping to be able to compute the"
+                " numerical gradients correctly. You should call .contiguous on the"
+                " input before passing it to gradcheck."
+            )
     return diff
 
 # %% ../../nbs/08_autograd.ipynb
@@ -182,37 +273,61 @@ def _mismatch(a, n, j, i, out_shape, in_shape, atol, rtol):
     at_out = [int(v) for v in np.unravel_index(r, out_shape)]
     at_in = [int(v) for v in np.unravel_index(c, in_shape)]
     with np.printoptions(precision=4, suppress=True, threshold=100, linewidth=110):
-        return (f"Jacobian mismatch for output {j} with respect to input {i},\n"
-                f"worst element: d output{at_out} / d input{at_in} is {n[r, c]:.6g} numerically but "
-                f"{a[r, c]:.6g} analytically (atol={atol:g}, rtol={rtol:g})\nnumerical:\n{n}\nanalytical:\n{a}\n")
+        return (
+            f"Jacobian mismatch for output {j} with respect to input {i},\nworst"
+            f" element: d output{at_out} / d input{at_in} is {n[r, c]:.6g} numerically"
+            f" but {a[r, c]:.6g} analytically (atol={atol:g},"
+            f" rtol={rtol:g})\nnumerical:\n{n}\nanalytical:\n{a}\n"
+        )
 
 # %% ../../nbs/08_autograd.ipynb
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
-    "Check the gradients of `fn` at `inputs` against central differences, in float64; True when they agree."
+    """Check the gradients of `fn` at `inputs` against central differences, in float64;
+    True when they agree."""
     inputs = _as_tuple(inputs)
     diff = _check_inputs(inputs)
-    analytical, numerical = analytical_jacobian(fn, inputs), numerical_jacobian(fn, inputs, eps)
+    analytical, numerical = analytical_jacobian(fn, inputs), numerical_jacobian(
+        fn, inputs, eps
+    )
     outs = _float_outputs(fn(*inputs))
     for j, (arow, nrow) in enumerate(zip(analytical, numerical)):
         for i, a, n in zip(diff, arow, nrow):
             if np.allclose(a, n, rtol=rtol, atol=atol): continue
             if not raise_exception: return False
-            raise GradcheckError(_mismatch(a, n, j, i, outs[j].shape, inputs[i].shape, atol, rtol))
+            raise GradcheckError(
+                _mismatch(a, n, j, i, outs[j].shape, inputs[i].shape, atol, rtol)
+            )
     return True
 
 # %% ../../nbs/08_autograd.ipynb
-def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
-    "Check second derivatives: `gradcheck` of the function that maps (inputs, grad_outputs) to `fn`'s gradients."
+def gradgradcheck(
+    fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True
+):
+    """Check second derivatives: `gradcheck` of the function that maps (inputs,
+    grad_outputs) to `fn`'s gradients."""
     inputs = _as_tuple(inputs)
     diff = _diff_inputs(inputs)
     if grad_outputs is None:
         rng = np.random.default_rng(0)
-        grad_outputs = tuple(Tensor(rng.uniform(-1, 1, o.shape).astype(o.dtype), requires_grad=True)
-                             for o in _float_outputs(fn(*inputs)) if o.requires_grad)
+        grad_outputs = tuple(
+            Tensor(rng.uniform(-1, 1, o.shape).astype(o.dtype), requires_grad=True)
+            for o in _float_outputs(fn(*inputs))
+            if o.requires_grad
+        )
     grad_outputs = _as_tuple(grad_outputs)
     n = len(inputs)
+
     def first_derivatives(*args):
         outs = [o for o in _float_outputs(fn(*args[:n])) if o.requires_grad]
-        grads = grad(outs, [args[i] for i in diff], args[n:], create_graph=True, allow_unused=True)
+        grads = grad(
+            outs,
+            [args[i] for i in diff],
+            args[n:],
+            create_graph=True,
+            allow_unused=True,
+        )
         return tuple(g for g in grads if g is not None)
-    return gradcheck(first_derivatives, inputs + grad_outputs, eps, atol, rtol, raise_exception)
+
+    return gradcheck(
+        first_derivatives, inputs + grad_outputs, eps, atol, rtol, raise_exception
+    )

@@ -10,17 +10,29 @@ __all__ = ['transforms', 'UnpackedDualTensor', 'Transforms', 'Level', 'tangent_o
 # %% ../../nbs/14_forward_ad.ipynb
 from collections import namedtuple
 
-from ..core import Tensor, Function, Context, forward_mode, grad_mode, connect, expand_to, cast
+from fromscratch.core import (
+    Tensor,
+    Function,
+    Context,
+    forward_mode,
+    grad_mode,
+    connect,
+    expand_to,
+    cast,
+)
 
 # %% ../../nbs/14_forward_ad.ipynb
 class Transforms:
-    "The transforms that intercept `Function.apply`: vmap levels (notebook 15) first, then at most one dual level."
+    """The transforms that intercept `Function.apply`: vmap levels (notebook 15) first,
+    then at most one dual level."""
     def __init__(self): self.dual, self.vmaps = None, []
     def hook_below(self, i):
-        "The (level, apply) pair that takes over below vmap level `i` (`len(vmaps)`: the top): the next vmap level, the dual level, or none."
+        """The (level, apply) pair that takes over below vmap level `i` (`len(vmaps)`:
+        the top): the next vmap level, the dual level, or none."""
         if i > 0: return self.vmaps[i - 1], self.vmaps[i - 1].apply
         return (self.dual, apply_dual) if self.dual is not None else (None, None)
-    def install(self): forward_mode.level, forward_mode.apply_dual = self.hook_below(len(self.vmaps))
+    def install(self):
+        forward_mode.level, forward_mode.apply_dual = self.hook_below(len(self.vmaps))
 
 transforms = Transforms()
 
@@ -39,8 +51,10 @@ def tangent_of(t):
 
 # %% ../../nbs/14_forward_ad.ipynb
 def enter_dual_level():
-    "Open a forward-mode level: from now on ops carry tangents. Returns the level's number, 0."
-    if transforms.dual is not None: raise RuntimeError("Nested forward mode AD is not supported at the moment")
+    """Open a forward-mode level: from now on ops carry tangents. Returns the level's
+    number, 0."""
+    if transforms.dual is not None:
+        raise RuntimeError("Nested forward mode AD is not supported at the moment")
     transforms.dual = Level()
     transforms.install()
     return 0
@@ -48,26 +62,32 @@ def enter_dual_level():
 def exit_dual_level(*, level=None):
     "Close the open level: every tangent made in it is dropped."
     if transforms.dual is None or level not in (None, 0):
-        raise RuntimeError("Trying to exit a forward AD level that was not the last one that was created. This is not supported.")
+        raise RuntimeError(
+            "Trying to exit a forward AD level that was not the last one that was"
+            " created. This is not supported."
+        )
     transforms.dual.open, transforms.dual = False, None
     transforms.install()
 
 # %% ../../nbs/14_forward_ad.ipynb
 class dual_level:
-    "A `with` block in which tensors may carry tangents (forward-mode AD); they are dropped when it ends."
+    """A `with` block in which tensors may carry tangents (forward-mode AD); they are
+    dropped when it ends."""
     def __enter__(self): return enter_dual_level()
     def __exit__(self, *exc): exit_dual_level()
 
 # %% ../../nbs/14_forward_ad.ipynb
 class PrimalView(Function):
-    "The same values as a new tensor sharing the memory, without a tangent: what `make_dual` and `unpack_dual` build on."
+    """The same values as a new tensor sharing the memory, without a tangent: what
+    `make_dual` and `unpack_dual` build on."""
     @staticmethod
     def forward(ctx, a): return Tensor(a.array.view())
     @staticmethod
     def backward(ctx, grad_output): return grad_output
 
 def primal_view(t):
-    "`PrimalView` of `t`, applied with forward mode paused (the view itself carries no tangent)."
+    """`PrimalView` of `t`, applied with forward mode paused (the view itself carries no
+    tangent)."""
     hook = forward_mode.level, forward_mode.apply_dual
     forward_mode.level = None
     try: return PrimalView.apply(t)
@@ -75,29 +95,48 @@ def primal_view(t):
 
 # %% ../../nbs/14_forward_ad.ipynb
 def make_dual(tensor, tangent, *, level=None):
-    "A tensor with the values of `tensor` and the tangent `tangent`, for forward-mode AD inside a `dual_level`."
+    """A tensor with the values of `tensor` and the tangent `tangent`, for forward-mode
+    AD inside a `dual_level`."""
     if transforms.dual is None:
-        raise RuntimeError("Trying to create a dual Tensor for forward AD but no level exists, make sure to enter_dual_level() first.")
+        raise RuntimeError(
+            "Trying to create a dual Tensor for forward AD but no level exists, make"
+            " sure to enter_dual_level() first."
+        )
     for name, t in (('primal', tensor), ('tangent', tangent)):
-        if t.array.dtype.kind not in 'fc': raise ValueError(f"Expected {name} to be floating point or complex, but got: fromscratch.{t.array.dtype}")
+        if t.array.dtype.kind not in 'fc':
+            raise ValueError(
+                f"Expected {name} to be floating point or complex, but got:"
+                f" fromscratch.{t.array.dtype}"
+            )
     if tangent.array.shape != tensor.array.shape:
-        raise RuntimeError("Trying to set a forward gradient that has a different size than that of the original Tensor, this is not "
-                           f"supported. Tensor is of size {list(tensor.shape)} while the given forward gradient is of size {list(tangent.shape)}.")
+        raise RuntimeError(
+            "Trying to set a forward gradient that has a different size than that of"
+            " the original Tensor, this is not supported. Tensor is of size"
+            f" {list(tensor.shape)} while the given forward gradient is of size"
+            f" {list(tangent.shape)}."
+        )
     out = primal_view(tensor)
     out._fw_grad = (transforms.dual, cast(tangent, tensor.array.dtype))
     return out
 
 # %% ../../nbs/14_forward_ad.ipynb
 def unpack_dual(tensor, *, level=None):
-    "`tensor` split into `primal` (its values, without a tangent) and `tangent` (None if it has none), a named tuple."
+    """`tensor` split into `primal` (its values, without a tangent) and `tangent` (None
+    if it has none), a named tuple."""
     tangent = tangent_of(tensor) if transforms.dual is not None else None
-    return UnpackedDualTensor(tensor if tangent is None else primal_view(tensor), tangent)
+    return UnpackedDualTensor(
+        tensor if tangent is None else primal_view(tensor), tangent
+    )
 
 # %% ../../nbs/14_forward_ad.ipynb
 def apply_dual(cls, args):
-    "`cls.apply(*args)` inside a `dual_level`: the outputs get tangents from `cls.jvp` and the inputs' tangents."
+    """`cls.apply(*args)` inside a `dual_level`: the outputs get tangents from `cls.jvp`
+    and the inputs' tangents."""
     tangents = [tangent_of(a) if isinstance(a, Tensor) else None for a in args]
-    level, forward_mode.level = transforms.dual, None     # paused: below, ops run as outside a level
+    level, forward_mode.level = (
+        transforms.dual,
+        None,
+    )  # paused: below, ops run as outside a level
     try:
         if not any(t is not None for t in tangents): return cls.apply(*args)
         return forward_with_tangents(cls, args, tangents, level)
@@ -105,28 +144,48 @@ def apply_dual(cls, args):
 
 # %% ../../nbs/14_forward_ad.ipynb
 def forward_with_tangents(cls, args, tangents, level):
-    "Run `cls`'s forward, record it for reverse mode if needed, then its `jvp`; the outputs carry their tangents."
-    ctx = Context(cls, tuple([isinstance(a, Tensor) and (a._requires_grad or t is not None) for a, t in zip(args, tangents)]))
+    """Run `cls`'s forward, record it for reverse mode if needed, then its `jvp`; the
+    outputs carry their tangents."""
+    ctx = Context(
+        cls,
+        tuple(
+            [
+                isinstance(a, Tensor) and (a._requires_grad or t is not None)
+                for a, t in zip(args, tangents)
+            ]
+        ),
+    )
     ctx.args = args
     with grad_mode.switch(False): outputs = cls.forward(ctx, *args)
-    needs = tuple([grad_mode.enabled and isinstance(a, Tensor) and a._requires_grad for a in args])
+    needs = tuple(
+        [grad_mode.enabled and isinstance(a, Tensor) and a._requires_grad for a in args]
+    )
     if True in needs:
         ctx.needs_input_grad = needs
         outputs = connect(ctx, args, outputs)
     else:
-        ctx.edges = None              # a node for the rule's sake only: nothing records it
-        ctx.output_meta = tuple([(o.array.shape, o.array.dtype) for o in (outputs if isinstance(outputs, tuple) else (outputs,))])
+        ctx.edges = None  # a node for the rule's sake only: nothing records it
+        ctx.output_meta = tuple(
+            [
+                (o.array.shape, o.array.dtype)
+                for o in (outputs if isinstance(outputs, tuple) else (outputs,))
+            ]
+        )
     attach_tangents(ctx, outputs, cls.jvp(ctx, *tangents), level)
     return outputs
 
 # %% ../../nbs/14_forward_ad.ipynb
 def attach_tangents(ctx, outputs, out_tangents, level):
-    "Give each floating-point output its tangent, in its shape and dtype; saved copies of an output share it."
-    if not isinstance(outputs, tuple): outputs, out_tangents = (outputs,), (out_tangents,)
+    """Give each floating-point output its tangent, in its shape and dtype; saved copies
+    of an output share it."""
+    if not isinstance(outputs, tuple):
+        outputs, out_tangents = (outputs,), (out_tangents,)
     for o, t in zip(outputs, out_tangents):
         if t is None or o.array.dtype.kind not in 'fc': continue
-        if t.array.shape != o.array.shape: t = expand_to(t, o.array.shape)   # from an input that was broadcast
+        if t.array.shape != o.array.shape:
+            t = expand_to(t, o.array.shape)  # from an input that was broadcast
         if t.array.dtype != o.array.dtype: t = cast(t, o.array.dtype)
         o._fw_grad = (level, t)
-        for s in ctx.to_save:                         # an output saved for the backward (an alias) gets it too
-            if isinstance(s, Tensor) and s.array is o.array: s._fw_grad = o._fw_grad
+        for s in ctx.to_save:  # an output saved for the backward (an alias) gets it too
+            if isinstance(s, Tensor) and s.array is o.array:
+                s._fw_grad = o._fw_grad

@@ -11,7 +11,8 @@ import numpy as np
 
 # %% ../../nbs/02_backprop.ipynb
 def lin(x, w, b):
-    "A linear layer: `x @ w + b` for a batch `x` (N, n_in), weights `w` (n_in, n_out) and a bias `b` (n_out,)."
+    """A linear layer: `x @ w + b` for a batch `x` (N, n_in), weights `w` (n_in, n_out)
+    and a bias `b` (n_out,)."""
     return x @ w + b
 
 # %% ../../nbs/02_backprop.ipynb
@@ -21,27 +22,41 @@ def relu(x):
 
 # %% ../../nbs/02_backprop.ipynb
 def init_weights(n_in, n_out, method='kaiming', rng=None):
-    "A random (n_in, n_out) matrix scaled by `method`: 'randn' (1), 'small' (0.01), 'xavier' (1/sqrt(n_in)), 'kaiming' (sqrt(2/n_in))."
-    scales = {'randn': 1.0, 'small': 0.01, 'xavier': 1 / np.sqrt(n_in), 'kaiming': np.sqrt(2 / n_in)}
+    """A random (n_in, n_out) matrix scaled by `method`: 'randn' (1), 'small' (0.01),
+    'xavier' (1/sqrt(n_in)), 'kaiming' (sqrt(2/n_in))."""
+    scales = {
+        'randn': 1.0,
+        'small': 0.01,
+        'xavier': 1 / np.sqrt(n_in),
+        'kaiming': np.sqrt(2 / n_in),
+    }
     if method not in scales:
-        raise ValueError(f"unknown init method {method!r}: choose one of {', '.join(map(repr, scales))}")
+        raise ValueError(
+            f"unknown init method {method!r}: choose one of"
+            f" {', '.join(map(repr, scales))}"
+        )
     return np.random.default_rng(rng).standard_normal((n_in, n_out)) * scales[method]
 
 # %% ../../nbs/02_backprop.ipynb
 def activation_stats(x, method, n_layers=50, use_relu=False, seed=0):
-    "Mean and std of the activations after each of `n_layers` square layers `x @ w` (each then ReLU if `use_relu`)."
+    """Mean and std of the activations after each of `n_layers` square layers `x @ w`
+    (each then ReLU if `use_relu`)."""
     rng, stats = np.random.default_rng(seed), []
-    with np.errstate(over='ignore', invalid='ignore'):    # overflow to inf, then nan, is what we want to see
+    with np.errstate(
+        over='ignore', invalid='ignore'
+    ):  # overflow to inf, then nan, is what we want to see
         for _ in range(n_layers):
             x = x @ init_weights(x.shape[1], x.shape[1], method, rng).astype(x.dtype)
-            if use_relu: x = relu(x)
+            if use_relu:
+                x = relu(x)
             x64 = x.astype(np.float64)
             stats.append((x64.mean(), x64.std()))
     return np.array(stats)
 
 # %% ../../nbs/02_backprop.ipynb
 def init_mlp(n_in=784, n_hidden=50, n_out=1, seed=0):
-    "Parameters (w1, b1, w2, b2) for `mlp`: Kaiming before the ReLU, Xavier for the output layer, zero biases."
+    """Parameters (w1, b1, w2, b2) for `mlp`: Kaiming before the ReLU, Xavier for the
+    output layer, zero biases."""
     rng = np.random.default_rng(seed)
     return (init_weights(n_in, n_hidden, 'kaiming', rng), np.zeros(n_hidden),
             init_weights(n_hidden, n_out, 'xavier', rng), np.zeros(n_out))
@@ -53,45 +68,64 @@ def mlp(x, w1, b1, w2, b2):
 
 # %% ../../nbs/02_backprop.ipynb
 def to_target_shape(output, target):
-    "`output` in the shape of `target`: an (N, 1) output for (N,) targets loses its last axis; other mismatches raise."
+    """`output` in the shape of `target`: an (N, 1) output for (N,) targets loses its
+    last axis; other mismatches raise."""
     if output.shape == target.shape: return output
     if output.shape == target.shape + (1,): return output[..., 0]
-    raise ValueError(f"output of shape {output.shape} does not match target of shape {target.shape}: "
-                     "they must be equal, or the output may have one extra trailing dimension of size 1")
+    raise ValueError(
+        f"output of shape {output.shape} does not match target of shape {target.shape}:"
+        " they must be equal, or the output may have one extra trailing dimension of"
+        " size 1"
+    )
 
 # %% ../../nbs/02_backprop.ipynb
 def mse(output, target):
-    "Mean squared error between `output` and `target` (an (N, 1) output is compared with (N,) targets)."
+    """Mean squared error between `output` and `target` (an (N, 1) output is compared
+    with (N,) targets)."""
     return ((to_target_shape(output, target) - target) ** 2).mean()
 
 # %% ../../nbs/02_backprop.ipynb
 def torch_grads(f, *inputs, grad_output=None):
-    "Run torch function `f` on float64 copies of `inputs`; return its output and autograd's gradient for each input."
+    """Run torch function `f` on float64 copies of `inputs`; return its output and
+    autograd's gradient for each input."""
     import torch
-    ts = [torch.tensor(np.asarray(v, dtype=np.float64), requires_grad=True) for v in inputs]
+    ts = [
+        torch.tensor(np.asarray(v, dtype=np.float64), requires_grad=True)
+        for v in inputs
+    ]
     out = f(*ts)
-    out.backward(torch.ones_like(out) if grad_output is None else torch.tensor(np.asarray(grad_output, dtype=np.float64)))
-    return out.detach().numpy(), [None if t.grad is None else t.grad.numpy() for t in ts]
+    out.backward(
+        torch.ones_like(out)
+        if grad_output is None
+        else torch.tensor(np.asarray(grad_output, dtype=np.float64))
+    )
+    return out.detach().numpy(), [
+        None if t.grad is None else t.grad.numpy() for t in ts
+    ]
 
 # %% ../../nbs/02_backprop.ipynb
 def mse_grad(output, target):
-    "Gradient of `mse(output, target)` with respect to `output`, in the shape of `output`."
+    """Gradient of `mse(output, target)` with respect to `output`, in the shape of
+    `output`."""
     diff = to_target_shape(output, target) - target
     return (2 * diff / diff.size).reshape(output.shape)
 
 # %% ../../nbs/02_backprop.ipynb
 def relu_grad(x, grad_output):
-    "Gradient through `relu` with respect to its input `x`: `grad_output` where `x > 0`, else 0 (also at 0)."
+    """Gradient through `relu` with respect to its input `x`: `grad_output` where `x >
+    0`, else 0 (also at 0)."""
     return np.where(np.asarray(x) > 0, grad_output, 0.0)
 
 # %% ../../nbs/02_backprop.ipynb
 def lin_grad(x, w, b, grad_output):
-    "Gradients (grad_x, grad_w, grad_b) of a linear layer `x @ w + b`, given `grad_output`, the gradient of its output."
+    """Gradients (grad_x, grad_w, grad_b) of a linear layer `x @ w + b`, given
+    `grad_output`, the gradient of its output."""
     return grad_output @ w.T, x.T @ grad_output, grad_output.sum(axis=0)
 
 # %% ../../nbs/02_backprop.ipynb
 def forward_and_backward(x, target, w1, b1, w2, b2):
-    "Loss of `mlp` on (`x`, `target`) and a dict of its gradients with respect to x, w1, b1, w2 and b2, by hand."
+    """Loss of `mlp` on (`x`, `target`) and a dict of its gradients with respect to x,
+    w1, b1, w2 and b2, by hand."""
     l1 = lin(x, w1, b1); l2 = relu(l1); out = lin(l2, w2, b2)
     loss = mse(out, target)
     g_out = mse_grad(out, target)

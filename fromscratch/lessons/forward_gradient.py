@@ -16,7 +16,8 @@ from ..nn.functional import cross_entropy, relu
 
 # %% ../../nbs/16_forward_gradient.ipynb
 def forward_gradient(f, theta, v):
-    "(∇f(θ)·v) v: the directional derivative along v, from one forward-mode pass, times v."
+    """(∇f(θ)·v) v: the directional derivative along v, from one forward-mode pass,
+    times v."""
     _, slope = jvp(f, (theta,), (v,))
     return slope * v
 
@@ -26,14 +27,23 @@ def rosenbrock(p): return (1 - p[0]) ** 2 + 100 * (p[1] - p[0] ** 2) ** 2
 # %% ../../nbs/16_forward_gradient.ipynb
 def beale(p):
     x, y = p[0], p[1]
-    return (1.5 - x + x * y) ** 2 + (2.25 - x + x * y ** 2) ** 2 + (2.625 - x + x * y ** 3) ** 2
+    return (
+        (1.5 - x + x * y) ** 2
+        + (2.25 - x + x * y**2) ** 2
+        + (2.625 - x + x * y**3) ** 2
+    )
 
 def descend(f, start, lr, steps, forward, seed=0):
-    "Gradient descent from `start`, with the true gradient or (forward=True) with forward gradients; the path."
+    """Gradient descent from `start`, with the true gradient or (forward=True) with
+    forward gradients; the path."""
     manual_seed(seed)
     theta, path = tensor(start, dtype=float64), [start]
     for _ in range(steps):
-        step = forward_gradient(f, theta, randn(2, dtype=float64)) if forward else grad(f)(theta)
+        step = (
+            forward_gradient(f, theta, randn(2, dtype=float64))
+            if forward
+            else grad(f)(theta)
+        )
         theta = theta - lr * step
         path.append(theta.numpy().tolist())
     return np.array(path)
@@ -50,18 +60,24 @@ def mlp(params, x):
     return relu(x @ w1 + b1) @ w2 + b2
 
 def init_params(sizes, seed=0):
-    "Weights (in, out) and biases of a fully connected net with layer `sizes`, uniform in ±1/√fan-in as `nn.Linear`'s; float32 arrays."
+    """Weights (in, out) and biases of a fully connected net with layer `sizes`, uniform
+    in ±1/√fan-in as `nn.Linear`'s; float32 arrays."""
     rng, params = np.random.default_rng(seed), []
     for n_in, n_out in zip(sizes[:-1], sizes[1:]):
         bound = 1 / np.sqrt(n_in)
-        params += [rng.uniform(-bound, bound, (n_in, n_out)).astype(np.float32), rng.uniform(-bound, bound, n_out).astype(np.float32)]
+        params += [
+            rng.uniform(-bound, bound, (n_in, n_out)).astype(np.float32),
+            rng.uniform(-bound, bound, n_out).astype(np.float32),
+        ]
     return params
 
 # %% ../../nbs/16_forward_gradient.ipynb
 def sgd_step(net, params, xb, yb, method, lr):
-    "One SGD step on the minibatch `(xb, yb)` with the gradient by backprop or (method='forward') a forward gradient; (new params, loss)."
+    """One SGD step on the minibatch `(xb, yb)` with the gradient by backprop or
+    (method='forward') a forward gradient; (new params, loss)."""
     f = lambda *ps: cross_entropy(net(ps, xb), yb)
-    if method == 'backprop': gs, value = grad_and_value(f, argnums=tuple(range(len(params))))(*params)
+    if method == 'backprop':
+        gs, value = grad_and_value(f, argnums=tuple(range(len(params))))(*params)
     else:
         vs = [randn_like(p) for p in params]
         value, slope = jvp(f, tuple(params), tuple(vs))
@@ -70,12 +86,25 @@ def sgd_step(net, params, xb, yb, method, lr):
 
 # %% ../../nbs/16_forward_gradient.ipynb
 def train_sgd(net, params, x, y, method, lr, steps=500, batch=64, decay=0.1, seed=0):
-    "Train `net` from `params` (arrays) on `(x, y)`; the minibatch loss and the seconds elapsed after each step, and the weights."
+    """Train `net` from `params` (arrays) on `(x, y)`; the minibatch loss and the
+    seconds elapsed after each step, and the weights."""
     manual_seed(seed)
-    rng, params, losses, seconds = np.random.default_rng(seed), [tensor(p) for p in params], [], []
+    rng, params, losses, seconds = (
+        np.random.default_rng(seed),
+        [tensor(p) for p in params],
+        [],
+        [],
+    )
     start = time.perf_counter()
     for k in range(steps):
         idx = rng.integers(0, len(x), batch)
-        params, loss = sgd_step(net, params, tensor(x[idx]), tensor(y[idx]), method, lr * decay ** (k / steps))
+        params, loss = sgd_step(
+            net,
+            params,
+            tensor(x[idx]),
+            tensor(y[idx]),
+            method,
+            lr * decay ** (k / steps),
+        )
         losses.append(loss.item()); seconds.append(time.perf_counter() - start)
     return np.array(losses), np.array(seconds), params

@@ -11,7 +11,8 @@ import functools
 # %% ../../nbs/04_function.ipynb
 @functools.cache
 def relu_function():
-    "Build (once) and return `MyReLU`, a `torch.autograd.Function`; torch is imported only here."
+    """Build (once) and return `MyReLU`, a `torch.autograd.Function`; torch is imported
+    only here."""
     import torch
     class MyReLU(torch.autograd.Function):
         @staticmethod
@@ -27,7 +28,8 @@ def relu_function():
 # %% ../../nbs/04_function.ipynb
 @functools.cache
 def sigmoid_function():
-    "Build (once) and return `MySigmoid`, a `torch.autograd.Function` that saves its output."
+    """Build (once) and return `MySigmoid`, a `torch.autograd.Function` that saves its
+    output."""
     import torch
     class MySigmoid(torch.autograd.Function):
         @staticmethod
@@ -43,14 +45,22 @@ def sigmoid_function():
 
 # %% ../../nbs/04_function.ipynb
 def graph_lines(grad_fn):
-    "The backward graph below `grad_fn`, one node per line indented by depth; shared nodes expanded once."
+    """The backward graph below `grad_fn`, one node per line indented by depth; shared
+    nodes expanded once."""
     lines, seen, stack = [], {}, [(grad_fn, 0)]
     while stack:
         fn, depth = stack.pop()
         label = fn.name().split('::')[-1]
-        if hasattr(fn, 'variable'): label += f' {tuple(fn.variable.shape)}'   # the leaf it accumulates into
-        lines.append('    ' * depth + label + (' (shown above)' if id(fn) in seen else ''))
+        if hasattr(fn, 'variable'):
+            label += f' {tuple(fn.variable.shape)}'  # the leaf it accumulates into
+        lines.append(
+            '    ' * depth + label + (' (shown above)' if id(fn) in seen else '')
+        )
         if id(fn) in seen: continue
-        seen[id(fn)] = fn                                                     # keep it alive: ids stay unique
-        stack.extend((nxt, depth + 1) for nxt, _ in reversed(fn.next_functions) if nxt is not None)
+        seen[id(fn)] = fn  # keep it alive: ids stay unique
+        stack.extend(
+            (nxt, depth + 1)
+            for nxt, _ in reversed(fn.next_functions)
+            if nxt is not None
+        )
     return lines

@@ -12,17 +12,20 @@ from ..testing import to_numpy
 
 # %% ../../nbs/03_layers.ipynb
 class Relu:
-    "ReLU that keeps its input, so that `backward` can send the gradient back through it."
+    """ReLU that keeps its input, so that `backward` can send the gradient back through
+    it."""
     def __call__(self, x):
         self.x = x
         return np.maximum(x, 0.0)
     def backward(self, grad_output):
-        "The gradient w.r.t. the input, given `grad_output`, the gradient w.r.t. the output."
+        """The gradient w.r.t. the input, given `grad_output`, the gradient w.r.t. the
+        output."""
         return np.where(self.x > 0, grad_output, 0.0)
 
 # %% ../../nbs/03_layers.ipynb
 class Lin:
-    "`x @ w + b`, keeping `x`; `backward` stores `w_grad` and `b_grad` and returns the input's gradient."
+    """`x @ w + b`, keeping `x`; `backward` stores `w_grad` and `b_grad` and returns the
+    input's gradient."""
     def __init__(self, w, b): self.w, self.b = w, b
     def __call__(self, x):
         self.x = x
@@ -39,12 +42,14 @@ class Mse:
         self.diff = x - targ.reshape(x.shape)
         return (self.diff ** 2).mean()
     def backward(self, grad_output=1.0):
-        "The gradient w.r.t. `x`; `grad_output` is 1 when this is the loss we differentiate."
+        """The gradient w.r.t. `x`; `grad_output` is 1 when this is the loss we
+        differentiate."""
         return grad_output * 2 * self.diff / self.diff.size
 
 # %% ../../nbs/03_layers.ipynb
 class Model:
-    "Run `layers` in order and then `loss`; `backward` runs their `backward`s in reverse."
+    """Run `layers` in order and then `loss`; `backward` runs their `backward`s in
+    reverse."""
     def __init__(self, layers, loss): self.layers, self.loss = layers, loss
     def __call__(self, x, targ):
         for layer in self.layers: x = layer(x)
@@ -57,15 +62,18 @@ class Model:
 
 # %% ../../nbs/03_layers.ipynb
 class LayerFunction:
-    "Base for layers: `__call__` saves the inputs; subclasses write `forward` and `bwd` (the gradient maths)."
+    """Base for layers: `__call__` saves the inputs; subclasses write `forward` and
+    `bwd` (the gradient maths)."""
     def __call__(self, *args):
         self.args = args
         return self.forward(*args)
     def backward(self, grad_output=1.0):
         "The gradient w.r.t. the first input, given `grad_output` (1 for a loss)."
         return self.bwd(grad_output, *self.args)
-    def forward(self, *args): raise NotImplementedError(f'{type(self).__name__} has no forward')
-    def bwd(self, grad_output, *args): raise NotImplementedError(f'{type(self).__name__} has no bwd')
+    def forward(self, *args):
+        raise NotImplementedError(f'{type(self).__name__} has no forward')
+    def bwd(self, grad_output, *args):
+        raise NotImplementedError(f'{type(self).__name__} has no bwd')
 
 # %% ../../nbs/03_layers.ipynb
 class ReluLayer(LayerFunction):
@@ -75,7 +83,8 @@ class ReluLayer(LayerFunction):
 
 # %% ../../nbs/03_layers.ipynb
 class LinLayer(LayerFunction):
-    "`x @ w + b` as a `LayerFunction`; `backward` stores `w_grad` and `b_grad` like `Lin`."
+    """`x @ w + b` as a `LayerFunction`; `backward` stores `w_grad` and `b_grad` like
+    `Lin`."""
     def __init__(self, w, b): self.w, self.b = w, b
     def forward(self, x): return x @ self.w + self.b
     def bwd(self, grad_output, x):
@@ -86,45 +95,63 @@ class LinLayer(LayerFunction):
 class MseLayer(LayerFunction):
     "Mean squared error as a `LayerFunction`."
     def forward(self, x, targ): return ((x - targ.reshape(x.shape)) ** 2).mean()
-    def bwd(self, grad_output, x, targ): return grad_output * 2 * (x - targ.reshape(x.shape)) / x.size
+    def bwd(self, grad_output, x, targ):
+        return grad_output * 2 * (x - targ.reshape(x.shape)) / x.size
 
 # %% ../../nbs/03_layers.ipynb
 class Param:
-    "An array a `Module` learns (`data`, float64) and the gradient our `backward` computes for it (`grad`)."
-    def __init__(self, data): self.data, self.grad = np.array(data, dtype=np.float64), None
+    """An array a `Module` learns (`data`, float64) and the gradient our `backward`
+    computes for it (`grad`)."""
+    def __init__(self, data):
+        self.data, self.grad = np.array(data, dtype=np.float64), None
     @property
     def shape(self): return self.data.shape
     def __repr__(self): return f'Param(shape={self.shape})'
 
 # %% ../../nbs/03_layers.ipynb
 class Module(LayerFunction):
-    "A `LayerFunction` that registers the `Param`s and `Module`s assigned to it, like `torch.nn.Module`."
+    """A `LayerFunction` that registers the `Param`s and `Module`s assigned to it, like
+    `torch.nn.Module`."""
     def __init__(self):
         object.__setattr__(self, '_params', {})
         object.__setattr__(self, '_modules', {})
     def __setattr__(self, name, value):
         params, modules = self.__dict__.get('_params'), self.__dict__.get('_modules')
         if params is None and isinstance(value, (Param, Module)):
-            raise AttributeError(f"cannot assign {'parameters' if isinstance(value, Param) else 'module'} before Module.__init__() call")
-        for registry, cls, kind in ((params, Param, 'parameter'), (modules, Module, 'child module')):
+            raise AttributeError(
+                "cannot assign"
+                f" {'parameters' if isinstance(value, Param) else 'module'} before"
+                " Module.__init__() call"
+            )
+        for registry, cls, kind in (
+            (params, Param, 'parameter'),
+            (modules, Module, 'child module'),
+        ):
             if registry and name in registry and not isinstance(value, cls):
-                raise TypeError(f"cannot assign '{type(value).__name__}' as {kind} '{name}' ({cls.__name__} expected)")
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as {kind} '{name}'"
+                    f" ({cls.__name__} expected)"
+                )
         if isinstance(value, Param): params[name] = value
         elif isinstance(value, Module): modules[name] = value
         object.__setattr__(self, name, value)
     def named_parameters(self, prefix='', seen=None):
-        "`(dotted name, Param)` pairs: own first, then each sub-module's, in assignment order; each `Param` once."
+        """`(dotted name, Param)` pairs: own first, then each sub-module's, in
+        assignment order; each `Param` once."""
         seen, dot = set() if seen is None else seen, prefix + '.' if prefix else ''
         for name, p in self._params.items():
             if id(p) not in seen: seen.add(id(p)); yield dot + name, p
-        for name, m in self._modules.items(): yield from m.named_parameters(dot + name, seen)
+        for name, m in self._modules.items():
+            yield from m.named_parameters(dot + name, seen)
     def parameters(self):
-        "Every `Param` of this module and its sub-modules, in the order of `named_parameters`."
+        """Every `Param` of this module and its sub-modules, in the order of
+        `named_parameters`."""
         for _, p in self.named_parameters(): yield p
 
 # %% ../../nbs/03_layers.ipynb
 class LinModule(Module):
-    "`x @ weight.T + bias`, with torch's names, layout and default init; `backward` fills the `.grad`s."
+    """`x @ weight.T + bias`, with torch's names, layout and default init; `backward`
+    fills the `.grad`s."""
     def __init__(self, in_features, out_features, rng=None):
         super().__init__()
         rng = np.random.default_rng() if rng is None else rng
@@ -141,16 +168,26 @@ class Mlp(Module):
     "`LinModule` → ReLU → `LinModule` as a `Module` of modules."
     def __init__(self, n_in, nh, n_out, rng=None):
         super().__init__()
-        self.lin1, self.relu, self.lin2 = LinModule(n_in, nh, rng), ReluLayer(), LinModule(nh, n_out, rng)
+        self.lin1, self.relu, self.lin2 = (
+            LinModule(n_in, nh, rng),
+            ReluLayer(),
+            LinModule(nh, n_out, rng),
+        )
     def forward(self, x): return self.lin2(self.relu(self.lin1(x)))
-    def bwd(self, grad_output, x): return self.lin1.backward(self.relu.backward(self.lin2.backward(grad_output)))
+    def bwd(self, grad_output, x):
+        return self.lin1.backward(self.relu.backward(self.lin2.backward(grad_output)))
 
 # %% ../../nbs/03_layers.ipynb
 def copy_from_torch(module, torch_module):
-    "Copy `torch_module`'s parameters into `module`'s, after checking the names, order and shapes agree."
-    ours, theirs = list(module.named_parameters()), list(torch_module.named_parameters())
+    """Copy `torch_module`'s parameters into `module`'s, after checking the names, order
+    and shapes agree."""
+    ours, theirs = list(module.named_parameters()), list(
+        torch_module.named_parameters()
+    )
     names, tnames = [n for n, _ in ours], [n for n, _ in theirs]
-    if names != tnames: raise ValueError(f'parameter names differ: {names} vs torch {tnames}')
+    if names != tnames:
+        raise ValueError(f'parameter names differ: {names} vs torch {tnames}')
     for (name, p), (_, tp) in zip(ours, theirs):
-        if p.shape != tuple(tp.shape): raise ValueError(f'{name}: shape {p.shape} vs torch {tuple(tp.shape)}')
+        if p.shape != tuple(tp.shape):
+            raise ValueError(f'{name}: shape {p.shape} vs torch {tuple(tp.shape)}')
         p.data[...] = to_numpy(tp)

@@ -10,22 +10,35 @@ import numpy as np
 
 # %% ../../nbs/17_maml.ipynb
 def sine_tasks(n, k, rng):
-    "n tasks, each with k support and k query points: (x_support, y_support, x_query, y_query), each (n, k, 1)."
+    """n tasks, each with k support and k query points: (x_support, y_support, x_query,
+    y_query), each (n, k, 1)."""
     amp, phase = rng.uniform(0.1, 5.0, (n, 1, 1)), rng.uniform(0, np.pi, (n, 1, 1))
     xs, xq = rng.uniform(-5, 5, (n, k, 1)), rng.uniform(-5, 5, (n, k, 1))
     return xs, amp * np.sin(xs + phase), xq, amp * np.sin(xq + phase)
 
 def make_model(lib):
     "The paper's regressor: 1 -> 40 -> 40 -> 1 with ReLUs, in float64."
-    return lib.nn.Sequential(lib.nn.Linear(1, 40), lib.nn.ReLU(), lib.nn.Linear(40, 40), lib.nn.ReLU(), lib.nn.Linear(40, 1)).double()
+    return lib.nn.Sequential(
+        lib.nn.Linear(1, 40),
+        lib.nn.ReLU(),
+        lib.nn.Linear(40, 40),
+        lib.nn.ReLU(),
+        lib.nn.Linear(40, 1),
+    ).double()
 
 # %% ../../nbs/17_maml.ipynb
 def adapt(lib, model, params, x, y, alpha=0.01, steps=1, first_order=False):
-    "The parameters after `steps` of SGD on (x, y): differentiable with respect to `params` (through the gradient unless `first_order`)."
-    call, F_ = lib.func.functional_call, lib.nn.functional      # `lib`: fromscratch or torch, the same code for both
+    """The parameters after `steps` of SGD on (x, y): differentiable with respect to
+    `params` (through the gradient unless `first_order`)."""
+    call, F_ = (
+        lib.func.functional_call,
+        lib.nn.functional,
+    )  # `lib`: fromscratch or torch, the same code for both
     for _ in range(steps):
         loss = F_.mse_loss(call(model, params, (x,)), y)
-        grads = lib.autograd.grad(loss, list(params.values()), create_graph=not first_order)
+        grads = lib.autograd.grad(
+            loss, list(params.values()), create_graph=not first_order
+        )
         params = {k: p - alpha * g for (k, p), g in zip(params.items(), grads)}
     return params
 
@@ -33,6 +46,15 @@ def meta_loss(lib, model, params, tasks, first_order=False):
     "The mean query loss of the adapted parameters over a batch of tasks."
     call, F_ = lib.func.functional_call, lib.nn.functional
     xs, ys, xq, yq = (lib.tensor(a) for a in tasks)
-    losses = [F_.mse_loss(call(model, adapt(lib, model, params, xs[i], ys[i], first_order=first_order), (xq[i],)), yq[i])
-              for i in range(len(xs))]
+    losses = [
+        F_.mse_loss(
+            call(
+                model,
+                adapt(lib, model, params, xs[i], ys[i], first_order=first_order),
+                (xq[i],),
+            ),
+            yq[i],
+        )
+        for i in range(len(xs))
+    ]
     return sum(losses) / len(losses)

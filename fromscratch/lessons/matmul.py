@@ -19,14 +19,21 @@ from ..testing import check_close
 
 # %% ../../nbs/01_matmul.ipynb
 def matrix_shape(a, which='first'):
-    "(rows, columns) of a 2-d array or of a list of equal-length rows; `which` names it in error messages."
+    """(rows, columns) of a 2-d array or of a list of equal-length rows; `which` names
+    it in error messages."""
     if hasattr(a, 'shape'): shape = tuple(a.shape)
     else:
         lens = [len(row) if isinstance(row, (list, tuple)) else None for row in a]
-        if None in lens: raise ValueError(f"the {which} matrix must be a list of rows (lists), got {a!r:.60}")
+        if None in lens:
+            raise ValueError(
+                f"the {which} matrix must be a list of rows (lists), got {a!r:.60}"
+            )
         if len(set(lens)) > 1:
-            raise ValueError(f"the rows of the {which} matrix have different lengths {sorted(set(lens))}: "
-                             "every row of a matrix needs the same number of entries")
+            raise ValueError(
+                f"the rows of the {which} matrix have different lengths"
+                f" {sorted(set(lens))}: every row of a matrix needs the same number of"
+                " entries"
+            )
         shape = (len(lens), lens[0] if lens else 0)
     if len(shape) != 2:
         raise ValueError(f"the {which} matrix has shape {shape}, which is not 2-d: "
@@ -35,16 +42,21 @@ def matrix_shape(a, which='first'):
 
 # %% ../../nbs/01_matmul.ipynb
 def matmul_shapes(a, b):
-    "The sizes (m, k, n) of the product of an m x k matrix `a` and a k x n matrix `b`, or a ValueError saying why not."
+    """The sizes (m, k, n) of the product of an m x k matrix `a` and a k x n matrix `b`,
+    or a ValueError saying why not."""
     (m, k), (k2, n) = matrix_shape(a, 'first'), matrix_shape(b, 'second')
     if k != k2:
-        raise ValueError(f"cannot multiply a {m}x{k} matrix by a {k2}x{n} matrix: the number of columns "
-                         f"of the first ({k}) must equal the number of rows of the second ({k2})")
+        raise ValueError(
+            f"cannot multiply a {m}x{k} matrix by a {k2}x{n} matrix: the number of"
+            f" columns of the first ({k}) must equal the number of rows of the second"
+            f" ({k2})"
+        )
     return m, k, n
 
 # %% ../../nbs/01_matmul.ipynb
 def matmul_loops(a, b):
-    "Matrix product of two lists of rows with three Python loops (also works on 2-d arrays)."
+    """Matrix product of two lists of rows with three Python loops (also works on 2-d
+    arrays)."""
     m, k, n = matmul_shapes(a, b)
     c = [[0.0] * n for _ in range(m)]
     for i in range(m):
@@ -54,7 +66,8 @@ def matmul_loops(a, b):
 
 # %% ../../nbs/01_matmul.ipynb
 def matmul_elementwise(a, b):
-    "Matrix product with two loops: entry (i, j) is the sum of the elementwise product of row i and column j."
+    """Matrix product with two loops: entry (i, j) is the sum of the elementwise product
+    of row i and column j."""
     m, k, n = matmul_shapes(a, b)
     a, b = np.asarray(a), np.asarray(b)
     c = np.zeros((m, n), dtype=np.result_type(a, b, 0.0))
@@ -64,7 +77,8 @@ def matmul_elementwise(a, b):
 
 # %% ../../nbs/01_matmul.ipynb
 def broadcast_shapes(*shapes):
-    "The shape that arrays of the given `shapes` broadcast to, by numpy's and torch's rules, or a ValueError."
+    """The shape that arrays of the given `shapes` broadcast to, by numpy's and torch's
+    rules, or a ValueError."""
     shapes = [tuple(s) for s in shapes]
     out = []
     for dim in range(-max(map(len, shapes), default=0), 0):
@@ -72,14 +86,18 @@ def broadcast_shapes(*shapes):
         big = set(sizes) - {1}
         if len(big) > 1:
             names = ', '.join(map(str, shapes[:-1])) + f' and {shapes[-1]}'
-            raise ValueError(f"cannot broadcast shapes {names}: lined up from the right, dimension {dim} has "
-                             f"sizes {', '.join(map(str, sizes))}; in every dimension the sizes must be equal or 1")
+            raise ValueError(
+                f"cannot broadcast shapes {names}: lined up from the right, dimension"
+                f" {dim} has sizes {', '.join(map(str, sizes))}; in every dimension the"
+                " sizes must be equal or 1"
+            )
         out.append(big.pop() if big else 1)
     return tuple(out)
 
 # %% ../../nbs/01_matmul.ipynb
 def matmul_broadcast(a, b):
-    "Matrix product with one loop: row i of `a`, stood up as a column, broadcast against `b` and summed down."
+    """Matrix product with one loop: row i of `a`, stood up as a column, broadcast
+    against `b` and summed down."""
     m, k, n = matmul_shapes(a, b)
     a, b = np.asarray(a), np.asarray(b)
     c = np.zeros((m, n), dtype=np.result_type(a, b, 0.0))
@@ -88,7 +106,8 @@ def matmul_broadcast(a, b):
 
 # %% ../../nbs/01_matmul.ipynb
 def matmul_einsum(a, b):
-    "Matrix product as Einstein summation: 'ip,pj->ij' sums over p, the index missing from the output."
+    """Matrix product as Einstein summation: 'ip,pj->ij' sums over p, the index missing
+    from the output."""
     matmul_shapes(a, b)
     a, b = np.asarray(a), np.asarray(b)
     return np.einsum('ip,pj->ij', a, b)
@@ -102,8 +121,9 @@ def matmul_blas(a, b):
 
 # %% ../../nbs/01_matmul.ipynb
 def time_call(f, *args, repeat=5, min_time=2e-3):
-    "Median seconds per call of `f(*args)` over `repeat` runs, each repeating the call for at least `min_time` s."
-    f(*args)                                    # warm-up: first calls pay for caches and lazy set-up
+    """Median seconds per call of `f(*args)` over `repeat` runs, each repeating the call
+    for at least `min_time` s."""
+    f(*args)  # warm-up: first calls pay for caches and lazy set-up
     start = time.perf_counter(); f(*args); once = time.perf_counter() - start
     number = max(1, min(100_000, int(min_time / max(once, 1e-9))))
     runs = []
@@ -115,18 +135,26 @@ def time_call(f, *args, repeat=5, min_time=2e-3):
 
 # %% ../../nbs/01_matmul.ipynb
 def matmul_ladder(a, b):
-    "The variants to time on arrays `a` and `b`, slowest first, as (name, function, arguments); torch if installed."
-    ladder = [('matmul_loops', matmul_loops, (a.tolist(), b.tolist())),
-              ('matmul_elementwise', matmul_elementwise, (a, b)), ('matmul_broadcast', matmul_broadcast, (a, b)),
-              ('matmul_einsum', matmul_einsum, (a, b)), ('numpy @', operator.matmul, (a, b))]
+    """The variants to time on arrays `a` and `b`, slowest first, as (name, function,
+    arguments); torch if installed."""
+    ladder = [
+        ('matmul_loops', matmul_loops, (a.tolist(), b.tolist())),
+        ('matmul_elementwise', matmul_elementwise, (a, b)),
+        ('matmul_broadcast', matmul_broadcast, (a, b)),
+        ('matmul_einsum', matmul_einsum, (a, b)),
+        ('numpy @', operator.matmul, (a, b)),
+    ]
     try: import torch
     except ImportError: return ladder
-    return ladder + [('torch @', operator.matmul, (torch.from_numpy(a), torch.from_numpy(b)))]
+    return ladder + [
+        ('torch @', operator.matmul, (torch.from_numpy(a), torch.from_numpy(b)))
+    ]
 
 # %% ../../nbs/01_matmul.ipynb
 @contextlib.contextmanager
 def torch_threads(n):
-    "Let torch use `n` threads inside the `with` block; do nothing if `n` is None or torch is not installed."
+    """Let torch use `n` threads inside the `with` block; do nothing if `n` is None or
+    torch is not installed."""
     try: import torch
     except ImportError: torch = None
     if torch is None or n is None:
@@ -138,20 +166,28 @@ def torch_threads(n):
 
 # %% ../../nbs/01_matmul.ipynb
 class Timing(NamedTuple):
-    "One rung of the timing ladder: a variant, its median seconds per call, and its speed-up over the first rung."
+    """One rung of the timing ladder: a variant, its median seconds per call, and its
+    speed-up over the first rung."""
     name: str
     seconds: float
     speedup: float
 
 # %% ../../nbs/01_matmul.ipynb
-def time_matmuls(m=5, k=784, n=10, repeat=7, loop_repeat=3, seed=0, min_time=2e-3, threads=1):
-    "Time every matmul variant on a random float32 (m x k) @ (k x n) product: one `Timing` per variant, slowest first."
+def time_matmuls(
+    m=5, k=784, n=10, repeat=7, loop_repeat=3, seed=0, min_time=2e-3, threads=1
+):
+    """Time every matmul variant on a random float32 (m x k) @ (k x n) product: one
+    `Timing` per variant, slowest first."""
     rng = np.random.default_rng(seed)
-    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal(
+        (k, n), dtype=np.float32
+    )
     expected, times = a.astype(np.float64) @ b.astype(np.float64), []
     with torch_threads(threads):
         for name, f, args in matmul_ladder(a, b):
-            check_close(f(*args), expected, rtol=1e-4, atol=1e-4 * np.sqrt(k), name=name)  # time right answers only
+            check_close(
+                f(*args), expected, rtol=1e-4, atol=1e-4 * np.sqrt(k), name=name
+            )  # time right answers only
             r = loop_repeat if name == 'matmul_loops' else repeat
             times.append((name, time_call(f, *args, repeat=r, min_time=min_time)))
     return [Timing(name, s, times[0][1] / s) for name, s in times]
@@ -169,9 +205,16 @@ def format_speedup(x):
 
 # %% ../../nbs/01_matmul.ipynb
 def format_table(rows, title=None):
-    "The `Timing` rows as an aligned text table: variant, time per call, speed-up over the first row."
-    header = ('variant', 'time per call', f'speed-up over {rows[0].name}' if rows else 'speed-up')
-    body = [(r.name, format_seconds(r.seconds), format_speedup(r.speedup)) for r in rows]
+    """The `Timing` rows as an aligned text table: variant, time per call, speed-up over
+    the first row."""
+    header = (
+        'variant',
+        'time per call',
+        f'speed-up over {rows[0].name}' if rows else 'speed-up',
+    )
+    body = [
+        (r.name, format_seconds(r.seconds), format_speedup(r.speedup)) for r in rows
+    ]
     w = [max(len(line[i]) for line in [header, *body]) for i in range(3)]
     lines = [f'{a:<{w[0]}}  {b:>{w[1]}}  {c:>{w[2]}}' for a, b, c in [header, *body]]
     lines.insert(1, '-' * len(lines[0]))
@@ -179,14 +222,22 @@ def format_table(rows, title=None):
 
 # %% ../../nbs/01_matmul.ipynb
 def plot_timings(rows, ax=None, title=None):
-    "A log-scale horizontal bar chart of the seconds per call of `rows`, each bar labelled with its speed-up."
+    """A log-scale horizontal bar chart of the seconds per call of `rows`, each bar
+    labelled with its speed-up."""
     import matplotlib.pyplot as plt
     if ax is None: ax = plt.subplots(figsize=(8, 0.5 * len(rows) + 1.2))[1]
     ax.barh([r.name for r in rows], [r.seconds for r in rows], color='tab:blue')
     ax.set_xscale('log'); ax.invert_yaxis()
     for i, r in enumerate(rows):
-        ax.text(r.seconds * 1.3, i, f'{format_seconds(r.seconds)}  ({format_speedup(r.speedup)})', va='center')
+        ax.text(
+            r.seconds * 1.3,
+            i,
+            f'{format_seconds(r.seconds)}  ({format_speedup(r.speedup)})',
+            va='center',
+        )
     ax.set_xlim(min(r.seconds for r in rows) / 3, max(r.seconds for r in rows) * 30)
-    ax.set_xlabel('seconds per call (log scale); in brackets: speed-up over the first row')
+    ax.set_xlabel(
+        'seconds per call (log scale); in brackets: speed-up over the first row'
+    )
     ax.set_title(title or 'time per matmul')
     return ax

@@ -10,7 +10,8 @@ import math
 
 # %% ../../nbs/05_value.ipynb
 class Value:
-    "A scalar that remembers how it was made: from which inputs (`children`, in argument order) and by which `op`."
+    """A scalar that remembers how it was made: from which inputs (`children`, in
+    argument order) and by which `op`."""
     def __init__(self, data, children=(), op='', label=''):
         self.data, self.grad = float(data), 0.0
         self.children, self.op, self.label = tuple(children), op, label
@@ -27,7 +28,7 @@ def _add(self, other):
     "`self + other`: both inputs receive the output's gradient unchanged."
     other = as_value(other)
     out = Value(self.data + other.data, (self, other), '+')  # 1. build
-    def _backward():                                         # 2. define the local backward
+    def _backward():  # 2. define the local backward
         self.grad += out.grad
         other.grad += out.grad
     out._backward = _backward                                # 3. attach
@@ -50,24 +51,28 @@ Value.__mul__ = _mul
 
 # %% ../../nbs/05_value.ipynb
 def topo_order(root):
-    "Every node `root` depends on, once each, inputs before the nodes made from them (no recursion)."
+    """Every node `root` depends on, once each, inputs before the nodes made from them
+    (no recursion)."""
     order, seen, stack = [], set(), [(root, False)]
     while stack:
         node, inputs_done = stack.pop()
         if inputs_done: order.append(node)
         elif id(node) not in seen:
             seen.add(id(node))
-            stack.append((node, True))  # back to `node` once everything pushed after it is done
+            stack.append(
+                (node, True)
+            )  # back to `node` once everything pushed after it is done
             stack.extend((child, False) for child in reversed(node.children))
     return order
 
 # %% ../../nbs/05_value.ipynb
 def backward(root):
-    "Fill `.grad` of every node `root` depends on with d(root)/d(node); leaves accumulate, like torch."
+    """Fill `.grad` of every node `root` depends on with d(root)/d(node); leaves
+    accumulate, like torch."""
     order = topo_order(root)
     for node in order:
         if node.children: node.grad = 0.0  # a non-leaf holds this call's gradient only
-    root.grad += 1.0                       # d(root)/d(root); `+=` so that a leaf root accumulates too
+    root.grad += 1.0  # d(root)/d(root); `+=` so that a leaf root accumulates too
     for node in reversed(order): node._backward()
 
 Value.backward = backward
@@ -86,7 +91,9 @@ Value.__radd__, Value.__rmul__ = _radd, _rmul
 def _pow(self, k):
     "`self ** k` for a plain number `k`: the local derivative is k * self**(k-1)."
     if not isinstance(k, (int, float)):
-        raise TypeError(f"Value ** only supports int or float exponents, not {type(k).__name__}")
+        raise TypeError(
+            f"Value ** only supports int or float exponents, not {type(k).__name__}"
+        )
     out = Value(self.data ** k, (self,), f'**{k:g}')
     def _backward(): self.grad += k * self.data ** (k - 1) * out.grad
     out._backward = _backward
@@ -132,7 +139,8 @@ Value.tanh = _tanh
 
 # %% ../../nbs/05_value.ipynb
 def _relu(self):
-    "`max(self, 0)`: the local derivative is 1 where self > 0 and 0 elsewhere, 0 included (as in torch)."
+    """`max(self, 0)`: the local derivative is 1 where self > 0 and 0 elsewhere, 0
+    included (as in torch)."""
     out = Value(self.data if self.data > 0 else 0.0, (self,), 'relu')
     def _backward(): self.grad += (1.0 if self.data > 0 else 0.0) * out.grad
     out._backward = _backward
@@ -142,16 +150,19 @@ Value.relu = _relu
 
 # %% ../../nbs/05_value.ipynb
 def graph_columns(root):
-    "The nodes behind `root` in columns: leaves in column 0, other nodes one right of their deepest input."
+    """The nodes behind `root` in columns: leaves in column 0, other nodes one right of
+    their deepest input."""
     order, column = topo_order(root), {}
-    for node in order: column[id(node)] = 1 + max((column[id(c)] for c in node.children), default=-1)
+    for node in order:
+        column[id(node)] = 1 + max((column[id(c)] for c in node.children), default=-1)
     columns = [[] for _ in range(max(column.values()) + 1)]
     for node in order: columns[column[id(node)]].append(node)
     return columns
 
 # %% ../../nbs/05_value.ipynb
 def draw_graph(root):
-    "A matplotlib figure of the graph behind `root`, inputs on the left: one box per node, one arrow per input."
+    """A matplotlib figure of the graph behind `root`, inputs on the left: one box per
+    node, one arrow per input."""
     from matplotlib.figure import Figure
     columns = graph_columns(root)
     rows = max(len(c) for c in columns)
@@ -162,12 +173,35 @@ def draw_graph(root):
     for i, col in enumerate(columns):
         for j, node in enumerate(col):
             name = ' '.join(s for s in (node.label, node.op) if s) or 'leaf'
-            y = rows - 1 - j - (rows - len(col)) / 2  # each column centred, its first node on top
-            box[id(node)] = ax.text(i, y, f'{name}\ndata {node.data:.4g}\ngrad {node.grad:.4g}', ha='center',
-                                    va='center', family='monospace', fontsize=9, bbox=dict(boxstyle='round', fc='w'))
+            y = (
+                rows - 1 - j - (rows - len(col)) / 2
+            )  # each column centred, its first node on top
+            box[id(node)] = ax.text(
+                i,
+                y,
+                f'{name}\ndata {node.data:.4g}\ngrad {node.grad:.4g}',
+                ha='center',
+                va='center',
+                family='monospace',
+                fontsize=9,
+                bbox=dict(boxstyle='round', fc='w'),
+            )
     for node in (n for col in columns for n in col):
         for k, child in enumerate(node.children):
-            bend = 0.4 * sum(c is child for c in node.children[:k])  # a repeated input gets a curved arrow
-            ax.annotate('', xy=(0, 0.5), xycoords=box[id(node)], xytext=(1, 0.5), textcoords=box[id(child)],
-                        arrowprops=dict(arrowstyle='->', shrinkA=7, shrinkB=7, connectionstyle=f'arc3,rad={bend}'))
+            bend = 0.4 * sum(
+                c is child for c in node.children[:k]
+            )  # a repeated input gets a curved arrow
+            ax.annotate(
+                '',
+                xy=(0, 0.5),
+                xycoords=box[id(node)],
+                xytext=(1, 0.5),
+                textcoords=box[id(child)],
+                arrowprops=dict(
+                    arrowstyle='->',
+                    shrinkA=7,
+                    shrinkB=7,
+                    connectionstyle=f'arc3,rad={bend}',
+                ),
+            )
     return fig

@@ -14,23 +14,36 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from ..core import Function, Tensor, clear_grads, float32, float64, grad_mode, no_grad
+from fromscratch.core import (
+    Function,
+    Tensor,
+    clear_grads,
+    float32,
+    float64,
+    grad_mode,
+    no_grad,
+)
 from ..hooks import HookDict
 from ..ops import alias
 from . import functional, init
 
 # %% ../../nbs/09_nn.ipynb
 class Parameter(Tensor):
-    "A `Tensor` that a `Module` learns: a leaf that requires grad, registered when assigned to a module."
+    """A `Tensor` that a `Module` learns: a leaf that requires grad, registered when
+    assigned to a module."""
     __slots__ = ()
     def __init__(self, data=None, requires_grad=True):
         if data is None: data = np.empty(0, dtype=float32)
-        super().__init__(data.array if isinstance(data, Tensor) else np.asarray(data), requires_grad=requires_grad)
+        super().__init__(
+            data.array if isinstance(data, Tensor) else np.asarray(data),
+            requires_grad=requires_grad,
+        )
     def __repr__(self): return 'Parameter containing:\n' + super().__repr__()
 
 # %% ../../nbs/09_nn.ipynb
 class Module:
-    "Base class of every layer and model: registers the parameters and modules assigned to it, and calls `forward`."
+    """Base class of every layer and model: registers the parameters and modules
+    assigned to it, and calls `forward`."""
     def __init__(self):
         d = self.__dict__
         d['training'] = True
@@ -40,18 +53,25 @@ class Module:
         d['_backward_pre_hooks'], d['_backward_hooks'] = HookDict(), HookDict()
 
     def forward(self, *args, **kwargs):
-        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function'
+        )
 
 # %% ../../nbs/09_nn.ipynb
 def _module_setattr(self, name, value):
-    "Register a `Parameter` or `Module` assigned to an attribute; anything else is stored as usual."
+    """Register a `Parameter` or `Module` assigned to an attribute; anything else is
+    stored as usual."""
     d = self.__dict__
     if isinstance(value, Parameter):
-        if '_parameters' not in d: raise AttributeError("cannot assign parameters before Module.__init__() call")
+        if '_parameters' not in d:
+            raise AttributeError(
+                "cannot assign parameters before Module.__init__() call"
+            )
         _forget(self, name, keep='_parameters')
         self.register_parameter(name, value)
     elif isinstance(value, Module):
-        if '_modules' not in d: raise AttributeError("cannot assign module before Module.__init__() call")
+        if '_modules' not in d:
+            raise AttributeError("cannot assign module before Module.__init__() call")
         _forget(self, name, keep='_modules')
         d['_modules'][name] = value
     elif not _reassign(self, name, value):
@@ -60,30 +80,39 @@ def _module_setattr(self, name, value):
 Module.__setattr__ = _module_setattr
 
 # %% ../../nbs/09_nn.ipynb
-_REGISTRIES = (('_parameters', 'parameter', 'fromscratch.nn.Parameter'),
-               ('_modules', 'child module', 'fromscratch.nn.Module'), ('_buffers', 'buffer', 'fromscratch.Tensor'))
+_REGISTRIES = (
+    ('_parameters', 'parameter', 'fromscratch.nn.Parameter'),
+    ('_modules', 'child module', 'fromscratch.nn.Module'),
+    ('_buffers', 'buffer', 'fromscratch.Tensor'),
+)
 
 def _forget(self, name, keep=None):
-    "Remove `name` from the instance dict and from every registry but `keep` (where it stays in its place)."
+    """Remove `name` from the instance dict and from every registry but `keep` (where it
+    stays in its place)."""
     self.__dict__.pop(name, None)
     for key, _, _ in _REGISTRIES:
         if key != keep: self.__dict__[key].pop(name, None)
     self._non_persistent_buffers_set.discard(name)
 
 def _reassign(self, name, value):
-    "Give the registered parameter, module or buffer `name` a new value (of its kind, or None); False if none."
+    """Give the registered parameter, module or buffer `name` a new value (of its kind,
+    or None); False if none."""
     for (key, what, expected), cls in zip(_REGISTRIES, (Parameter, Module, Tensor)):
         registry = self.__dict__.get(key)
         if registry is not None and name in registry:
             if value is not None and not isinstance(value, cls):
-                raise TypeError(f"cannot assign '{type(value).__name__}' as {what} '{name}' ({expected} or None expected)")
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as {what} '{name}'"
+                    f" ({expected} or None expected)"
+                )
             registry[name] = value
             return True
     return False
 
 # %% ../../nbs/09_nn.ipynb
 def _module_getattr(self, name):
-    "Find a registered parameter, buffer or module (they live in their dicts, not in `__dict__`)."
+    """Find a registered parameter, buffer or module (they live in their dicts, not in
+    `__dict__`)."""
     d = self.__dict__
     for key in ('_parameters', '_buffers', '_modules'):
         if key in d and name in d[key]: return d[key][name]
@@ -91,63 +120,98 @@ def _module_getattr(self, name):
 
 def _module_delattr(self, name):
     "Delete an attribute, registered or plain."
-    if any(name in self.__dict__.get(key, ()) for key, _, _ in _REGISTRIES): _forget(self, name)
-    else: object.__delattr__(self, name)
+    if any(name in self.__dict__.get(key, ()) for key, _, _ in _REGISTRIES):
+        _forget(self, name)
+    else:
+        object.__delattr__(self, name)
 
 Module.__getattr__, Module.__delattr__ = _module_getattr, _module_delattr
 
 # %% ../../nbs/09_nn.ipynb
 def _check_name(self, name, key, what):
-    "Refuse a name that is not a string, is empty, contains a dot, or is already an attribute."
-    if not isinstance(name, str): raise TypeError(f"{what} name should be a string. Got {type(name).__name__}")
-    if '.' in name: raise KeyError(f'{what} name can\'t contain "."' + (f', got: {name}' if what == 'module' else ''))
+    """Refuse a name that is not a string, is empty, contains a dot, or is already an
+    attribute."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what} name should be a string. Got {type(name).__name__}")
+    if '.' in name:
+        raise KeyError(
+            f'{what} name can\'t contain "."'
+            + (f', got: {name}' if what == 'module' else '')
+        )
     if name == '': raise KeyError(f'{what} name can\'t be empty string ""')
-    if hasattr(self, name) and name not in self.__dict__[key]: raise KeyError(f"attribute '{name}' already exists")
+    if hasattr(self, name) and name not in self.__dict__[key]:
+        raise KeyError(f"attribute '{name}' already exists")
 
 # %% ../../nbs/09_nn.ipynb
 def _register_parameter(self, name, param):
     "Add `param` (a `Parameter` or None) to the module's parameters under `name`."
-    if '_parameters' not in self.__dict__: raise AttributeError("cannot assign parameter before Module.__init__() call")
+    if '_parameters' not in self.__dict__:
+        raise AttributeError("cannot assign parameter before Module.__init__() call")
     _check_name(self, name, '_parameters', 'parameter')
     if param is not None and not isinstance(param, Parameter):
-        raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
-                        "(fromscratch.nn.Parameter or None required)")
+        raise TypeError(
+            f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+            "(fromscratch.nn.Parameter or None required)"
+        )
     if param is not None and param.grad_fn is not None:
-        raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be created "
-                         f"explicitly. To express '{name}' as a function of another Tensor, compute the value in "
-                         "the forward() method.")
+        raise ValueError(
+            f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters"
+            f" must be created explicitly. To express '{name}' as a function of another"
+            " Tensor, compute the value in the forward() method."
+        )
     self._parameters[name] = param
 
 Module.register_parameter = _register_parameter
 
 # %% ../../nbs/09_nn.ipynb
 def _register_buffer(self, name, tensor, persistent=True):
-    "Add a tensor that is part of the module's state but not learned; `persistent=False` keeps it out of `state_dict`."
-    if '_buffers' not in self.__dict__: raise AttributeError("cannot assign buffer before Module.__init__() call")
+    """Add a tensor that is part of the module's state but not learned;
+    `persistent=False` keeps it out of `state_dict`."""
+    if '_buffers' not in self.__dict__:
+        raise AttributeError("cannot assign buffer before Module.__init__() call")
     _check_name(self, name, '_buffers', 'buffer')
     if tensor is not None and not isinstance(tensor, Tensor):
-        raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' (fromscratch.Tensor or None required)")
+        raise TypeError(
+            f"cannot assign '{type(tensor).__name__}' object to buffer '{name}'"
+            " (fromscratch.Tensor or None required)"
+        )
     self._buffers[name] = tensor
     if persistent: self._non_persistent_buffers_set.discard(name)
     else: self._non_persistent_buffers_set.add(name)
 
 def _add_module(self, name, module):
-    "Add `module` as a child under `name`, which need not be an identifier (`Sequential` uses '0', '1', ...)."
-    if module is not None and not isinstance(module, Module): raise TypeError(f"{type(module).__name__} is not a Module subclass")
+    """Add `module` as a child under `name`, which need not be an identifier
+    (`Sequential` uses '0', '1', ...)."""
+    if module is not None and not isinstance(module, Module):
+        raise TypeError(f"{type(module).__name__} is not a Module subclass")
     _check_name(self, name, '_modules', 'module')
     self._modules[name] = module
 
-Module.register_buffer, Module.add_module, Module.register_module = _register_buffer, _add_module, _add_module
+Module.register_buffer, Module.add_module, Module.register_module = (
+    _register_buffer,
+    _add_module,
+    _add_module,
+)
 
 # %% ../../nbs/09_nn.ipynb
 def _module_call(self, *args, **kwargs):
-    "Run the forward pre-hooks, `forward`, then the forward hooks (and set up backward hooks); with no hooks, just `forward`."
-    if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or self._backward_pre_hooks):
+    """Run the forward pre-hooks, `forward`, then the forward hooks (and set up backward
+    hooks); with no hooks, just `forward`."""
+    if not (
+        self._forward_pre_hooks
+        or self._forward_hooks
+        or self._backward_hooks
+        or self._backward_pre_hooks
+    ):
         return self.forward(*args, **kwargs)
     for hook in tuple(self._forward_pre_hooks.values()):
         result = hook(self, args)
         if result is not None: args = result if isinstance(result, tuple) else (result,)
-    backward_hooks = (self._backward_hooks or self._backward_pre_hooks) and grad_mode.enabled and _BackwardHooks(self)
+    backward_hooks = (
+        (self._backward_hooks or self._backward_pre_hooks)
+        and grad_mode.enabled
+        and _BackwardHooks(self)
+    )
     if backward_hooks: args = backward_hooks.wrap_inputs(args)
     output = self.forward(*args, **kwargs)
     for hook in tuple(self._forward_hooks.values()):
@@ -159,36 +223,53 @@ Module.__call__ = _module_call
 
 # %% ../../nbs/09_nn.ipynb
 def check_device(device):
-    "Accept a CPU device ('cpu', 'cpu:0', or an object whose `.type` is 'cpu') or None; refuse any other."
-    kind = device if isinstance(device, str) or device is None else getattr(device, 'type', device)
+    """Accept a CPU device ('cpu', 'cpu:0', or an object whose `.type` is 'cpu') or
+    None; refuse any other."""
+    kind = (
+        device
+        if isinstance(device, str) or device is None
+        else getattr(device, 'type', device)
+    )
     if kind is not None and (not isinstance(kind, str) or kind.split(':')[0] != 'cpu'):
-        raise RuntimeError(f"fromscratch computes on the CPU only (with numpy): cannot use device {device!r}")
+        raise RuntimeError(
+            "fromscratch computes on the CPU only (with numpy): cannot use device"
+            f" {device!r}"
+        )
 
 # %% ../../nbs/09_nn.ipynb
 class Linear(Module):
-    "`y = x @ weight.T + bias`, weight shaped (out_features, in_features), initialised as `torch.nn.Linear`."
+    """`y = x @ weight.T + bias`, weight shaped (out_features, in_features), initialised
+    as `torch.nn.Linear`."""
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
         check_device(device)
         self.in_features, self.out_features = in_features, out_features
-        self.weight = Parameter(np.empty((out_features, in_features), dtype=dtype or float32))
+        self.weight = Parameter(
+            np.empty((out_features, in_features), dtype=dtype or float32)
+        )
         if bias: self.bias = Parameter(np.empty(out_features, dtype=dtype or float32))
         else: self.register_parameter('bias', None)
         self.reset_parameters()
 
     def reset_parameters(self):
-        "Draw the weight and the bias from U(-1/sqrt(in_features), 1/sqrt(in_features))."
+        """Draw the weight and the bias from U(-1/sqrt(in_features),
+        1/sqrt(in_features))."""
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
             bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input): return functional.linear(input, self.weight, self.bias)
-    def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}'
+    def extra_repr(self):
+        return (
+            f'in_features={self.in_features}, out_features={self.out_features},'
+            f' bias={self.bias is not None}'
+        )
 
 # %% ../../nbs/09_nn.ipynb
 def _named_modules(self, memo=None, prefix='', remove_duplicate=True):
-    "`(dotted name, module)` for this module and all its submodules, depth first, each module once."
+    """`(dotted name, module)` for this module and all its submodules, depth first, each
+    module once."""
     memo = set() if memo is None else memo
     stack = [(prefix, self)]
     while stack:
@@ -197,7 +278,15 @@ def _named_modules(self, memo=None, prefix='', remove_duplicate=True):
             if module in memo: continue
             memo.add(module)
         yield name, module
-        stack.extend(reversed([(f'{name}.{n}' if name else n, m) for n, m in module._modules.items() if m is not None]))
+        stack.extend(
+            reversed(
+                [
+                    (f'{name}.{n}' if name else n, m)
+                    for n, m in module._modules.items()
+                    if m is not None
+                ]
+            )
+        )
 
 # %% ../../nbs/09_nn.ipynb
 def _named_children(self):
@@ -209,7 +298,8 @@ def _named_children(self):
             yield name, module
 
 def _all_modules(self):
-    "This module and all its submodules, as `named_modules` orders them (the same walk, without the names)."
+    """This module and all its submodules, as `named_modules` orders them (the same
+    walk, without the names)."""
     seen, stack = set(), [self]
     while stack:
         module = stack.pop()
@@ -222,12 +312,22 @@ def _children(self):
     "The direct children, as `named_children` orders them."
     for _, module in self.named_children(): yield module
 
-Module.named_modules, Module.named_children, Module.modules, Module.children = _named_modules, _named_children, _all_modules, _children
+Module.named_modules, Module.named_children, Module.modules, Module.children = (
+    _named_modules,
+    _named_children,
+    _all_modules,
+    _children,
+)
 
 # %% ../../nbs/09_nn.ipynb
 def _named_members(self, key, prefix='', recurse=True, remove_duplicate=True):
-    "`(dotted name, tensor)` for the tensors in registry `key` of every module, each tensor once."
-    modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+    """`(dotted name, tensor)` for the tensors in registry `key` of every module, each
+    tensor once."""
+    modules = (
+        self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+        if recurse
+        else [(prefix, self)]
+    )
     seen = set()
     for module_prefix, module in modules:
         for name, t in module.__dict__[key].items():
@@ -241,7 +341,8 @@ def _named_parameters(self, prefix='', recurse=True, remove_duplicate=True):
     return _named_members(self, '_parameters', prefix, recurse, remove_duplicate)
 
 def _parameters(self, recurse=True):
-    "Every parameter, each once: what an optimizer is given (no names are built: `zero_grad` runs it every step)."
+    """Every parameter, each once: what an optimizer is given (no names are built:
+    `zero_grad` runs it every step)."""
     seen = set()
     for module in (self.modules() if recurse else (self,)):
         for p in module._parameters.values():
@@ -257,12 +358,18 @@ def _buffers(self, recurse=True):
     "Every buffer, each once."
     for _, b in self.named_buffers(recurse=recurse): yield b
 
-Module.named_parameters, Module.parameters, Module.named_buffers, Module.buffers = _named_parameters, _parameters, _named_buffers, _buffers
+Module.named_parameters, Module.parameters, Module.named_buffers, Module.buffers = (
+    _named_parameters,
+    _parameters,
+    _named_buffers,
+    _buffers,
+)
 
 # %% ../../nbs/09_nn.ipynb
 def _train(self, mode=True):
     "Set `training` to `mode` on this module and every submodule; return self."
-    if not isinstance(mode, bool): raise ValueError("training mode is expected to be boolean")
+    if not isinstance(mode, bool):
+        raise ValueError("training mode is expected to be boolean")
     self.training = mode
     for module in self.children(): module.train(mode)
     return self
@@ -275,7 +382,8 @@ Module.train, Module.eval = _train, _eval
 
 # %% ../../nbs/09_nn.ipynb
 def _zero_grad(self, set_to_none=True):
-    "Clear every parameter's `.grad`: set it to None (the default) or fill it with zeros."
+    """Clear every parameter's `.grad`: set it to None (the default) or fill it with
+    zeros."""
     clear_grads(self.parameters(), set_to_none)
 
 def _module_requires_grad_(self, requires_grad=True):
@@ -287,29 +395,44 @@ Module.zero_grad, Module.requires_grad_ = _zero_grad, _module_requires_grad_
 
 # %% ../../nbs/09_nn.ipynb
 def _apply_fn(self, fn):
-    "Call `fn` on every child's tree (children first), then on this module; return self."
+    """Call `fn` on every child's tree (children first), then on this module; return
+    self."""
     for module in self.children(): module.apply(fn)
     fn(self)
     return self
 
 def _to_args(args, kwargs):
-    "The (device, dtype) that `to(...)` was given, in any of PyTorch's forms: a device, a dtype, both, or a tensor."
+    """The (device, dtype) that `to(...)` was given, in any of PyTorch's forms: a
+    device, a dtype, both, or a tensor."""
     device, dtype = kwargs.pop('device', None), kwargs.pop('dtype', None)
     kwargs.pop('non_blocking', None)
-    if kwargs: raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    if kwargs:
+        raise TypeError(
+            f"to() got an unexpected keyword argument '{next(iter(kwargs))}'"
+        )
     for arg in args:
-        if isinstance(arg, Tensor): dtype = arg.dtype
-        elif isinstance(arg, np.dtype) or (isinstance(arg, type) and issubclass(arg, np.generic)): dtype = np.dtype(arg)
-        elif not isinstance(arg, bool): device = arg                 # a bool given by position is `non_blocking`
+        if isinstance(arg, Tensor):
+            dtype = arg.dtype
+        elif isinstance(arg, np.dtype) or (
+            isinstance(arg, type) and issubclass(arg, np.generic)
+        ):
+            dtype = np.dtype(arg)
+        elif not isinstance(arg, bool):
+            device = arg  # a bool given by position is `non_blocking`
     return device, dtype
 
 # %% ../../nbs/09_nn.ipynb
 def _to(self, *args, **kwargs):
-    "Check the device (the CPU only); convert floating-point parameters, buffers and gradients to a dtype, in place."
+    """Check the device (the CPU only); convert floating-point parameters, buffers and
+    gradients to a dtype, in place."""
     device, dtype = _to_args(args, kwargs)
     check_device(device)
     if dtype is None: return self
-    if dtype.kind != 'f': raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dtype}")
+    if dtype.kind != 'f':
+        raise TypeError(
+            "nn.Module.to only accepts floating point or complex dtypes, but got"
+            f" desired dtype={dtype}"
+        )
     for t in [*self.parameters(), *self.buffers()]:
         if t.array.dtype.kind == 'f':
             t.array = t.array.astype(dtype)
@@ -317,53 +440,90 @@ def _to(self, *args, **kwargs):
     return self
 
 Module.apply, Module.to, Module.cpu = _apply_fn, _to, lambda self: self
-Module.double, Module.float = (lambda self: self.to(float64)), (lambda self: self.to(float32))
+Module.double, Module.float = (lambda self: self.to(float64)), (
+    lambda self: self.to(float32)
+)
 
 # %% ../../nbs/09_nn.ipynb
 def _state_dict(self, destination=None, prefix='', keep_vars=False):
-    "An OrderedDict of every parameter and persistent buffer by dotted name, detached unless `keep_vars`."
+    """An OrderedDict of every parameter and persistent buffer by dotted name, detached
+    unless `keep_vars`."""
     if destination is None: destination = OrderedDict()
     for name, p in self._parameters.items():
         if p is not None: destination[prefix + name] = p if keep_vars else p.detach()
     for name, b in self._buffers.items():
-        if b is not None and name not in self._non_persistent_buffers_set: destination[prefix + name] = b if keep_vars else b.detach()
+        if b is not None and name not in self._non_persistent_buffers_set:
+            destination[prefix + name] = b if keep_vars else b.detach()
     for name, module in self._modules.items():
-        if module is not None: module.state_dict(destination=destination, prefix=prefix + name + '.', keep_vars=keep_vars)
+        if module is not None:
+            module.state_dict(
+                destination=destination, prefix=prefix + name + '.', keep_vars=keep_vars
+            )
     return destination
 
 Module.state_dict = _state_dict
 
 # %% ../../nbs/09_nn.ipynb
 def _load_errors(own, state_dict, strict):
-    "PyTorch's error lines for loading `state_dict` into a model whose state is `own`, and the arrays to copy."
-    missing, unexpected = [k for k in own if k not in state_dict], [k for k in state_dict if k not in own]
+    """PyTorch's error lines for loading `state_dict` into a model whose state is `own`,
+    and the arrays to copy."""
+    missing, unexpected = [k for k in own if k not in state_dict], [
+        k for k in state_dict if k not in own
+    ]
     quoted = lambda keys: ', '.join(f'"{k}"' for k in keys)
-    errors = [f'Missing key(s) in state_dict: {quoted(missing)}. '] if strict and missing else []
-    if strict and unexpected: errors.append(f'Unexpected key(s) in state_dict: {quoted(unexpected)}. ')
+    errors = (
+        [f'Missing key(s) in state_dict: {quoted(missing)}. ']
+        if strict and missing
+        else []
+    )
+    if strict and unexpected:
+        errors.append(f'Unexpected key(s) in state_dict: {quoted(unexpected)}. ')
     arrays = {}
     for key in (k for k in state_dict if k in own):
         value = state_dict[key]
         if not isinstance(value, Tensor) and not hasattr(value, '__array__'):
-            errors.append(f'While copying the parameter named "{key}", expected fromscratch.Tensor or Tensor-like object from checkpoint but received {type(value)}')
+            errors.append(
+                f'While copying the parameter named "{key}", expected'
+                ' fromscratch.Tensor or Tensor-like object from checkpoint but'
+                f' received {type(value)}'
+            )
             continue
         arrays[key] = value.array if isinstance(value, Tensor) else np.asarray(value)
         if arrays[key].shape != own[key].shape:
-            errors.append(f'size mismatch for {key}: copying a param with shape {list(arrays[key].shape)} from checkpoint, '
-                          f'the shape in current model is {list(own[key].shape)}.')
+            errors.append(
+                f'size mismatch for {key}: copying a param with shape'
+                f' {list(arrays[key].shape)} from checkpoint, the shape in current'
+                f' model is {list(own[key].shape)}.'
+            )
     return errors, arrays, missing, unexpected
 
 # %% ../../nbs/09_nn.ipynb
-class _IncompatibleKeys(namedtuple('IncompatibleKeys', ['missing_keys', 'unexpected_keys'])):
+class _IncompatibleKeys(
+    namedtuple('IncompatibleKeys', ['missing_keys', 'unexpected_keys'])
+):
     "What `load_state_dict` returns: the keys that did not match."
-    def __repr__(self): return '<All keys matched successfully>' if not (self.missing_keys or self.unexpected_keys) else super().__repr__()
+
+    def __repr__(self):
+        return (
+            '<All keys matched successfully>'
+            if not (self.missing_keys or self.unexpected_keys)
+            else super().__repr__()
+        )
 
 def _load_state_dict(self, state_dict, strict=True):
-    "Copy `state_dict`'s values into the parameters and buffers of the same names, after checking them all."
+    """Copy `state_dict`'s values into the parameters and buffers of the same names,
+    after checking them all."""
     own = self.state_dict(keep_vars=True)
     errors, arrays, missing, unexpected = _load_errors(own, state_dict, strict)
-    if errors: raise RuntimeError(f'Error(s) in loading state_dict for {type(self).__name__}:\n\t' + '\n\t'.join(errors))
+    if errors:
+        raise RuntimeError(
+            f'Error(s) in loading state_dict for {type(self).__name__}:\n\t'
+            + '\n\t'.join(errors)
+        )
     for key, a in arrays.items():
-        own[key].array[...] = a                 # in place, outside the graph: the Parameter objects stay
+        own[key].array[
+            ...
+        ] = a  # in place, outside the graph: the Parameter objects stay
         own[key].version_counter.bump()
     return _IncompatibleKeys(missing, unexpected)
 
@@ -371,14 +531,19 @@ Module.load_state_dict = _load_state_dict
 
 # %% ../../nbs/09_nn.ipynb
 def _register_forward_pre_hook(self, hook):
-    "Call `hook(module, args)` before every forward; a non-None result replaces `args`. Returns a handle."
+    """Call `hook(module, args)` before every forward; a non-None result replaces
+    `args`. Returns a handle."""
     return self._forward_pre_hooks.add(hook)
 
 def _register_forward_hook(self, hook):
-    "Call `hook(module, args, output)` after every forward; a non-None result replaces the output. Returns a handle."
+    """Call `hook(module, args, output)` after every forward; a non-None result replaces
+    the output. Returns a handle."""
     return self._forward_hooks.add(hook)
 
-Module.register_forward_pre_hook, Module.register_forward_hook = _register_forward_pre_hook, _register_forward_hook
+Module.register_forward_pre_hook, Module.register_forward_hook = (
+    _register_forward_pre_hook,
+    _register_forward_hook,
+)
 
 # %% ../../nbs/09_nn.ipynb
 def _addindent(s, n):
@@ -386,11 +551,15 @@ def _addindent(s, n):
     return s.replace('\n', '\n' + ' ' * n)
 
 def _module_repr(self):
-    "The class name, `extra_repr()`, and each child's repr indented under its name, as torch prints modules."
+    """The class name, `extra_repr()`, and each child's repr indented under its name, as
+    torch prints modules."""
     extra = self.extra_repr()
-    lines = (extra.split('\n') if extra else []) + [f'({name}): {_addindent(repr(m), 2)}' for name, m in self._modules.items()]
+    lines = (extra.split('\n') if extra else []) + [
+        f'({name}): {_addindent(repr(m), 2)}' for name, m in self._modules.items()
+    ]
     if not lines: return f'{type(self).__name__}()'
-    if len(lines) == 1 and not self._modules: return f'{type(self).__name__}({lines[0]})'
+    if len(lines) == 1 and not self._modules:
+        return f'{type(self).__name__}({lines[0]})'
     return f'{type(self).__name__}(\n  ' + '\n  '.join(lines) + '\n)'
 
 Module.__repr__, Module.extra_repr = _module_repr, lambda self: ''
@@ -414,12 +583,14 @@ class Tanh(Module):
 
 # %% ../../nbs/09_nn.ipynb
 class Identity(Module):
-    "Return the input unchanged (a placeholder where a layer is optional); any arguments are ignored."
+    """Return the input unchanged (a placeholder where a layer is optional); any
+    arguments are ignored."""
     def __init__(self, *args, **kwargs): super().__init__()
     def forward(self, input): return input
 
 class Flatten(Module):
-    "Flatten dimensions `start_dim` to `end_dim` into one (by default, all but the batch dimension)."
+    """Flatten dimensions `start_dim` to `end_dim` into one (by default, all but the
+    batch dimension)."""
     def __init__(self, start_dim=1, end_dim=-1):
         super().__init__()
         self.start_dim, self.end_dim = start_dim, end_dim
@@ -432,15 +603,19 @@ class LeakyReLU(Module):
     def __init__(self, negative_slope=0.01, inplace=False):
         super().__init__()
         self.negative_slope, self.inplace = negative_slope, inplace
-    def forward(self, input): return functional.leaky_relu(input, self.negative_slope, self.inplace)
-    def extra_repr(self): return f"negative_slope={self.negative_slope}{', inplace=True' if self.inplace else ''}"
+    def forward(self, input):
+        return functional.leaky_relu(input, self.negative_slope, self.inplace)
+    def extra_repr(self):
+        inplace = ', inplace=True' if self.inplace else ''
+        return f"negative_slope={self.negative_slope}{inplace}"
 
 class GELU(Module):
     "`F.gelu` as a module."
     def __init__(self, approximate='none'):
         super().__init__()
         self.approximate = approximate
-    def forward(self, input): return functional.gelu(input, approximate=self.approximate)
+    def forward(self, input):
+        return functional.gelu(input, approximate=self.approximate)
     def extra_repr(self): return f'approximate={self.approximate!r}'
 
 # %% ../../nbs/09_nn.ipynb
@@ -469,7 +644,11 @@ class Sequential(Module):
     "Modules applied one after another; indexable and iterable like a list."
     def __init__(self, *args):
         super().__init__()
-        named = args[0].items() if len(args) == 1 and isinstance(args[0], OrderedDict) else ((str(i), m) for i, m in enumerate(args))
+        named = (
+            args[0].items()
+            if len(args) == 1 and isinstance(args[0], OrderedDict)
+            else ((str(i), m) for i, m in enumerate(args))
+        )
         for name, module in named: self.add_module(name, module)
 
     def forward(self, input):
@@ -484,8 +663,10 @@ def _seq_key(self, idx):
     return list(self._modules)[idx % n]
 
 def _seq_getitem(self, idx):
-    "The layer at `idx`, or a `Sequential` of the layers in a slice (keeping their names)."
-    if isinstance(idx, slice): return type(self)(OrderedDict(list(self._modules.items())[idx]))
+    """The layer at `idx`, or a `Sequential` of the layers in a slice (keeping their
+    names)."""
+    if isinstance(idx, slice):
+        return type(self)(OrderedDict(list(self._modules.items())[idx]))
     return self._modules[_seq_key(self, idx)]
 
 def _seq_append(self, module):
@@ -494,16 +675,22 @@ def _seq_append(self, module):
     return self
 
 Sequential.__getitem__, Sequential.append = _seq_getitem, _seq_append
-Sequential.__setitem__ = lambda self, idx, module: setattr(self, _seq_key(self, idx), module)
-Sequential.__len__, Sequential.__iter__ = lambda self: len(self._modules), lambda self: iter(self._modules.values())
+Sequential.__setitem__ = lambda self, idx, module: setattr(
+    self, _seq_key(self, idx), module
+)
+Sequential.__len__, Sequential.__iter__ = lambda self: len(
+    self._modules
+), lambda self: iter(self._modules.values())
 
 # %% ../../nbs/09_nn.ipynb
 def _register_full_backward_pre_hook(self, hook):
-    "Call `hook(module, grad_output)` when the outputs' gradients are known; a non-None result replaces them. Returns a handle."
+    """Call `hook(module, grad_output)` when the outputs' gradients are known; a
+    non-None result replaces them. Returns a handle."""
     return self._backward_pre_hooks.add(hook)
 
 def _register_full_backward_hook(self, hook):
-    "Call `hook(module, grad_input, grad_output)` when the inputs' gradients are known; a non-None result replaces grad_input."
+    """Call `hook(module, grad_input, grad_output)` when the inputs' gradients are
+    known; a non-None result replaces grad_input."""
     return self._backward_hooks.add(hook)
 
 Module.register_full_backward_pre_hook = _register_full_backward_pre_hook
@@ -511,12 +698,15 @@ Module.register_full_backward_hook = _register_full_backward_hook
 
 # %% ../../nbs/09_nn.ipynb
 class BackwardHookFunction(Function):
-    "The identity on some tensors; its backward hands their gradients to `callback` and passes on what that returns."
+    """The identity on some tensors; its backward hands their gradients to `callback`
+    and passes on what that returns."""
     @staticmethod
     def forward(ctx, callback, *tensors):
         ctx.callback = callback
-        outs = tuple(alias(t) for t in tensors)                   # new tensors on the same memory
-        ctx.mark_non_differentiable(*[o for o, t in zip(outs, tensors) if not t.requires_grad])
+        outs = tuple(alias(t) for t in tensors)  # new tensors on the same memory
+        ctx.mark_non_differentiable(
+            *[o for o, t in zip(outs, tensors) if not t.requires_grad]
+        )
         return outs
     @staticmethod
     def backward(ctx, *grads): return (None, *ctx.callback(grads))
@@ -525,33 +715,61 @@ def _as_grads(result, n, what):
     "A hook's replacement gradients as a tuple, after PyTorch's check of their number."
     result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
     if len(result) != n:
-        raise RuntimeError(f"Backward {what} returned an invalid number of grad_{'output' if 'pre' in what else 'input'}, "
-                           f"got {len(result)}, but expected {n}")
+        raise RuntimeError(
+            f"Backward {what} returned an invalid number of"
+            f" grad_{'output' if 'pre' in what else 'input'}, got {len(result)}, but"
+            f" expected {n}"
+        )
     return result
 
 # %% ../../nbs/09_nn.ipynb
 class _BackwardHooks:
-    "One call of a module with backward hooks: its inputs and outputs pass through identities whose backwards call the hooks."
+    """One call of a module with backward hooks: its inputs and outputs pass through
+    identities whose backwards call the hooks."""
     def __init__(self, module):
-        self.module, self.grad_outputs, self.inputs_at, self.arrived = module, None, None, set()
+        self.module, self.grad_outputs, self.inputs_at, self.arrived = (
+            module,
+            None,
+            None,
+            set(),
+        )
 
     def wrap_inputs(self, args):
-        "The arguments, their tensors replaced by identities whose backward calls the full backward hooks."
-        self.n_args, at = len(args), [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        """The arguments, their tensors replaced by identities whose backward calls the
+        full backward hooks."""
+        self.n_args, at = len(args), [
+            i for i, a in enumerate(args) if isinstance(a, Tensor)
+        ]
         if not any(args[i].requires_grad for i in at): return args
         self.inputs_at, args = at, list(args)
-        for i, t in zip(at, BackwardHookFunction.apply(self.on_input_grads, *[args[i] for i in at])): args[i] = t
+        for i, t in zip(
+            at, BackwardHookFunction.apply(self.on_input_grads, *[args[i] for i in at])
+        ):
+            args[i] = t
         return tuple(args)
 
 # %% ../../nbs/09_nn.ipynb
 def _wrap_outputs(self, output):
-    "The output, its tensors that require grad replaced by identities whose backward calls the backward pre-hooks."
-    outs = [output] if isinstance(output, Tensor) else list(output) if isinstance(output, (tuple, list)) else [output]
-    self.n_outputs, at = len(outs), [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
+    """The output, its tensors that require grad replaced by identities whose backward
+    calls the backward pre-hooks."""
+    outs = (
+        [output]
+        if isinstance(output, Tensor)
+        else list(output) if isinstance(output, (tuple, list)) else [output]
+    )
+    self.n_outputs, at = len(outs), [
+        i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad
+    ]
     if not at: return output
     self.outputs_at = at
-    for k, (i, t) in enumerate(zip(at, BackwardHookFunction.apply(self.on_output_grads, *[outs[i] for i in at]))):
-        t.register_hook(lambda g, k=k: self.arrived.add(k))          # which outputs got a gradient (the others: None)
+    for k, (i, t) in enumerate(
+        zip(
+            at, BackwardHookFunction.apply(self.on_output_grads, *[outs[i] for i in at])
+        )
+    ):
+        t.register_hook(
+            lambda g, k=k: self.arrived.add(k)
+        )  # which outputs got a gradient (the others: None)
         outs[i] = t
     return outs[0] if isinstance(output, Tensor) else type(output)(outs)
 
@@ -559,7 +777,8 @@ _BackwardHooks.wrap_outputs = _wrap_outputs
 
 # %% ../../nbs/09_nn.ipynb
 def _on_output_grads(self, grads):
-    "Run the backward pre-hooks on the outputs' gradients; with no input needing a gradient, the full hooks too."
+    """Run the backward pre-hooks on the outputs' gradients; with no input needing a
+    gradient, the full hooks too."""
     go = [None] * self.n_outputs
     for k, (i, g) in enumerate(zip(self.outputs_at, grads)):
         if k in self.arrived: go[i] = g
@@ -569,40 +788,53 @@ def _on_output_grads(self, grads):
         result = hook(self.module, go)
         if result is not None: go = _as_grads(result, len(go), 'pre hook')
     self.grad_outputs = go
-    if self.inputs_at is None:                     # no input needs a gradient: the full hooks are called now
-        warnings.warn("Full backward hook is firing when gradients are computed with respect to module outputs since "
-                      "no inputs require gradients.", UserWarning)
+    if (
+        self.inputs_at is None
+    ):  # no input needs a gradient: the full hooks are called now
+        warnings.warn(
+            "Full backward hook is firing when gradients are computed with respect to"
+            " module outputs since no inputs require gradients.",
+            UserWarning,
+        )
         self.call_hooks((None,) * self.n_args)
     return tuple(go[i] for i in self.outputs_at)
 
 # %% ../../nbs/09_nn.ipynb
 def _on_input_grads(self, grads):
     "Run the full backward hooks on the inputs' gradients; pass on their replacements."
-    if self.grad_outputs is None: return grads     # reached without going through the outputs (a double backward)
+    if self.grad_outputs is None:
+        return grads  # reached without going through the outputs (a double backward)
     gi = [None] * self.n_args
     for i, g in zip(self.inputs_at, grads): gi[i] = g
     gi = self.call_hooks(tuple(gi))
     return tuple(gi[i] for i in self.inputs_at)
 
 def _call_hooks(self, grad_input):
-    "Call each full backward hook with (module, grad_input, grad_output); each may replace grad_input."
+    """Call each full backward hook with (module, grad_input, grad_output); each may
+    replace grad_input."""
     for hook in tuple(self.module._backward_hooks.values()):
         result = hook(self.module, grad_input, self.grad_outputs)
         if result is not None: grad_input = _as_grads(result, len(grad_input), 'hook')
     self.grad_outputs = None
     return grad_input
 
-_BackwardHooks.on_output_grads, _BackwardHooks.on_input_grads, _BackwardHooks.call_hooks = _on_output_grads, _on_input_grads, _call_hooks
+(
+    _BackwardHooks.on_output_grads,
+    _BackwardHooks.on_input_grads,
+    _BackwardHooks.call_hooks,
+) = (_on_output_grads, _on_input_grads, _call_hooks)
 
 # %% ../../nbs/09_nn.ipynb
 class ModuleList(Module):
-    "Modules in a list, registered as '0', '1', ...: indexed, iterated and grown like a list; no forward of its own."
+    """Modules in a list, registered as '0', '1', ...: indexed, iterated and grown like
+    a list; no forward of its own."""
     def __init__(self, modules=None):
         super().__init__()
         if modules is not None: self.extend(modules)
 
 def _renumber(self, modules):
-    "Register `modules` again as '0', '1', ..., in order (after an insertion or a deletion)."
+    """Register `modules` again as '0', '1', ..., in order (after an insertion or a
+    deletion)."""
     self._modules.clear()
     for i, m in enumerate(modules): self.add_module(str(i), m)
 
@@ -615,18 +847,24 @@ def _list_getitem(self, idx):
 def _list_delitem(self, idx):
     "Remove the module at `idx` (or in a slice); the ones after it are renumbered."
     modules = list(self._modules.values())
-    del modules[idx if isinstance(idx, slice) else int(_seq_key(self, operator.index(idx)))]
+    del modules[
+        idx if isinstance(idx, slice) else int(_seq_key(self, operator.index(idx)))
+    ]
     _renumber(self, modules)
 
 def _list_extend(self, modules):
     "Append each of `modules` (an iterable); return self."
     if not isinstance(modules, Iterable):
-        raise TypeError(f"ModuleList.extend should be called with an iterable, but got {type(modules).__name__}")
+        raise TypeError(
+            "ModuleList.extend should be called with an iterable, but got"
+            f" {type(modules).__name__}"
+        )
     for m in modules: self.append(m)
     return self
 
 def _list_insert(self, index, module):
-    "Insert `module` before position `index`, as `list.insert` does; the modules after it are renumbered."
+    """Insert `module` before position `index`, as `list.insert` does; the modules after
+    it are renumbered."""
     modules = list(self._modules.values())
     modules.insert(index, module)
     _renumber(self, modules)
@@ -638,29 +876,49 @@ def _list_pop(self, idx=-1):
     del self[idx]
     return module
 
-ModuleList.__getitem__, ModuleList.__delitem__, ModuleList.__len__ = _list_getitem, _list_delitem, Sequential.__len__
-ModuleList.__setitem__ = lambda self, idx, module: setattr(self, _seq_key(self, operator.index(idx)), module)
-ModuleList.__iter__, ModuleList.append, ModuleList.extend = Sequential.__iter__, _seq_append, _list_extend
-ModuleList.insert, ModuleList.pop, ModuleList.__iadd__ = _list_insert, _list_pop, _list_extend
+ModuleList.__getitem__, ModuleList.__delitem__, ModuleList.__len__ = (
+    _list_getitem,
+    _list_delitem,
+    Sequential.__len__,
+)
+ModuleList.__setitem__ = lambda self, idx, module: setattr(
+    self, _seq_key(self, operator.index(idx)), module
+)
+ModuleList.__iter__, ModuleList.append, ModuleList.extend = (
+    Sequential.__iter__,
+    _seq_append,
+    _list_extend,
+)
+ModuleList.insert, ModuleList.pop, ModuleList.__iadd__ = (
+    _list_insert,
+    _list_pop,
+    _list_extend,
+)
 ModuleList.__add__ = lambda self, other: ModuleList([*self, *other])
 
 # %% ../../nbs/09_nn.ipynb
 def _list_repr(self):
-    "torch's layout, with runs of identical modules shown once: `(0-2): 3 x Linear(...)`."
+    """torch's layout, with runs of identical modules shown once: `(0-2): 3 x
+    Linear(...)`."""
     runs = []                                    # [first index, last index, repr]
     for i, m in enumerate(self):
         r = repr(m)
         if runs and runs[-1][2] == r: runs[-1][1] = i
         else: runs.append([i, i, r])
     if not runs: return 'ModuleList()'
-    lines = [f'({a}): {r}' if a == b else f'({a}-{b}): {b - a + 1} x {r}' for a, b, r in runs]
-    return 'ModuleList(\n  ' + '\n  '.join(_addindent(line, 2) for line in lines) + '\n)'
+    lines = [
+        f'({a}): {r}' if a == b else f'({a}-{b}): {b - a + 1} x {r}' for a, b, r in runs
+    ]
+    return (
+        'ModuleList(\n  ' + '\n  '.join(_addindent(line, 2) for line in lines) + '\n)'
+    )
 
 ModuleList.__repr__ = _list_repr
 
 # %% ../../nbs/09_nn.ipynb
 class ModuleDict(Module):
-    "Modules by name, registered under their keys: indexed by key, with a dict's methods; no forward of its own."
+    """Modules by name, registered under their keys: indexed by key, with a dict's
+    methods; no forward of its own."""
     def __init__(self, modules=None):
         super().__init__()
         if modules is not None: self.update(modules)
@@ -677,13 +935,27 @@ class ModuleDict(Module):
 # %% ../../nbs/09_nn.ipynb
 def _dict_update(self, modules):
     "Add the modules of a mapping, or of an iterable of (key, module) pairs, in order."
-    if isinstance(modules, (Mapping, ModuleDict)): pairs = modules.items()
-    elif isinstance(modules, Iterable): pairs = modules
-    else: raise TypeError(f"ModuleDict.update should be called with an iterable of key/value pairs, but got {type(modules).__name__}")
+    if isinstance(modules, (Mapping, ModuleDict)):
+        pairs = modules.items()
+    elif isinstance(modules, Iterable):
+        pairs = modules
+    else:
+        raise TypeError(
+            "ModuleDict.update should be called with an iterable of key/value pairs,"
+            f" but got {type(modules).__name__}"
+        )
     for j, pair in enumerate(pairs):
-        if not isinstance(pair, Iterable): raise TypeError(f"ModuleDict update sequence element #{j} should be Iterable; is {type(pair).__name__}")
+        if not isinstance(pair, Iterable):
+            raise TypeError(
+                f"ModuleDict update sequence element #{j} should be Iterable; is"
+                f" {type(pair).__name__}"
+            )
         pair = tuple(pair)
-        if len(pair) != 2: raise ValueError(f"ModuleDict update sequence element #{j} has length {len(pair)}; 2 is required")
+        if len(pair) != 2:
+            raise ValueError(
+                f"ModuleDict update sequence element #{j} has length {len(pair)}; 2 is"
+                " required"
+            )
         self[pair[0]] = pair[1]
 
 def _dict_pop(self, key):
@@ -692,86 +964,192 @@ def _dict_pop(self, key):
     del self[key]
     return module
 
-ModuleDict.update, ModuleDict.pop, ModuleDict.clear = _dict_update, _dict_pop, lambda self: self._modules.clear()
+ModuleDict.update, ModuleDict.pop, ModuleDict.clear = (
+    _dict_update,
+    _dict_pop,
+    lambda self: self._modules.clear(),
+)
 
 # %% ../../nbs/09_nn.ipynb
 class Dropout(Module):
     "`F.dropout` as a module: active in training mode, the identity in evaluation mode."
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
-        if p < 0 or p > 1: raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        if p < 0 or p > 1:
+            raise ValueError(
+                f"dropout probability has to be between 0 and 1, but got {p}"
+            )
         self.p, self.inplace = p, inplace
-    def forward(self, input): return functional.dropout(input, self.p, self.training, self.inplace)
+    def forward(self, input):
+        return functional.dropout(input, self.p, self.training, self.inplace)
     def extra_repr(self): return f'p={self.p}, inplace={self.inplace}'
 
 # %% ../../nbs/09_nn.ipynb
 class BatchNorm1d(Module):
-    "`F.batch_norm` of (N, C) or (N, C, L) inputs: batch statistics in training, running ones (buffers) in evaluation."
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None,
-                 *, bias=True):
+    """`F.batch_norm` of (N, C) or (N, C, L) inputs: batch statistics in training,
+    running ones (buffers) in evaluation."""
+    def __init__(
+        self,
+        num_features,
+        eps=1e-5,
+        momentum=0.1,
+        affine=True,
+        track_running_stats=True,
+        device=None,
+        dtype=None,
+        *,
+        bias=True
+    ):
         super().__init__()
         check_device(device)
-        self.num_features, self.eps, self.momentum, self.affine = num_features, eps, momentum, affine
+        self.num_features, self.eps, self.momentum, self.affine = (
+            num_features,
+            eps,
+            momentum,
+            affine,
+        )
         self.track_running_stats, dtype = track_running_stats, dtype or float32
-        self.register_parameter('weight', Parameter(np.ones(num_features, dtype)) if affine else None)
-        self.register_parameter('bias', Parameter(np.zeros(num_features, dtype)) if affine and bias else None)
+        self.register_parameter(
+            'weight', Parameter(np.ones(num_features, dtype)) if affine else None
+        )
+        self.register_parameter(
+            'bias',
+            Parameter(np.zeros(num_features, dtype)) if affine and bias else None,
+        )
         stats = track_running_stats
-        self.register_buffer('running_mean', Tensor(np.zeros(num_features, dtype)) if stats else None)
-        self.register_buffer('running_var', Tensor(np.ones(num_features, dtype)) if stats else None)
-        self.register_buffer('num_batches_tracked', Tensor(np.array(0, np.int64)) if stats else None)
+        self.register_buffer(
+            'running_mean', Tensor(np.zeros(num_features, dtype)) if stats else None
+        )
+        self.register_buffer(
+            'running_var', Tensor(np.ones(num_features, dtype)) if stats else None
+        )
+        self.register_buffer(
+            'num_batches_tracked', Tensor(np.array(0, np.int64)) if stats else None
+        )
 
     def _check_input_dim(self, input):
-        if input.ndim not in (2, 3): raise ValueError(f"expected 2D or 3D input (got {input.ndim}D input)")
+        if input.ndim not in (2, 3):
+            raise ValueError(f"expected 2D or 3D input (got {input.ndim}D input)")
 
 
 # %% ../../nbs/09_nn.ipynb
 def _bn_forward(self, input):
-    "Normalise with the batch's statistics (updating the running ones) in training, with the running ones in evaluation."
+    """Normalise with the batch's statistics (updating the running ones) in training,
+    with the running ones in evaluation."""
     self._check_input_dim(input)
     factor = 0.0 if self.momentum is None else self.momentum
     if self.training and self.track_running_stats:
         with no_grad(): self.num_batches_tracked.add_(1)
-        if self.momentum is None: factor = 1.0 / self.num_batches_tracked.item()      # a plain average of all batches
+        if self.momentum is None:
+            factor = (
+                1.0 / self.num_batches_tracked.item()
+            )  # a plain average of all batches
     keep = not self.training or self.track_running_stats
-    return functional.batch_norm(input, self.running_mean if keep else None, self.running_var if keep else None,
-                                 self.weight, self.bias, self.training or self.running_mean is None, factor, self.eps)
+    return functional.batch_norm(
+        input,
+        self.running_mean if keep else None,
+        self.running_var if keep else None,
+        self.weight,
+        self.bias,
+        self.training or self.running_mean is None,
+        factor,
+        self.eps,
+    )
 
 def _bn_repr(self):
-    return (f'{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, '
-            f'bias={self.bias is not None}, track_running_stats={self.track_running_stats}')
+    return (
+        f'{self.num_features}, eps={self.eps}, momentum={self.momentum},'
+        f' affine={self.affine}, bias={self.bias is not None},'
+        f' track_running_stats={self.track_running_stats}'
+    )
 
 BatchNorm1d.forward, BatchNorm1d.extra_repr = _bn_forward, _bn_repr
 
 # %% ../../nbs/09_nn.ipynb
 class LayerNorm(Module):
-    "`F.layer_norm` over the last dimensions `normalized_shape`, with a learned scale (ones) and shift (zeros)."
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None):
+    """`F.layer_norm` over the last dimensions `normalized_shape`, with a learned scale
+    (ones) and shift (zeros)."""
+    def __init__(
+        self,
+        normalized_shape,
+        eps=1e-5,
+        elementwise_affine=True,
+        bias=True,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         check_device(device)
-        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape = (
+            (normalized_shape,)
+            if isinstance(normalized_shape, int)
+            else tuple(normalized_shape)
+        )
         self.eps, self.elementwise_affine = eps, elementwise_affine
-        affine = np.ones(self.normalized_shape, dtype or float32) if elementwise_affine else None
+        affine = (
+            np.ones(self.normalized_shape, dtype or float32)
+            if elementwise_affine
+            else None
+        )
         self.register_parameter('weight', None if affine is None else Parameter(affine))
-        self.register_parameter('bias', Parameter(np.zeros_like(affine)) if affine is not None and bias else None)
-    def forward(self, input): return functional.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+        self.register_parameter(
+            'bias',
+            Parameter(np.zeros_like(affine)) if affine is not None and bias else None,
+        )
+    def forward(self, input):
+        return functional.layer_norm(
+            input, self.normalized_shape, self.weight, self.bias, self.eps
+        )
     def extra_repr(self):
-        return f'{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}'
+        return (
+            f'{self.normalized_shape}, eps={self.eps},'
+            f' elementwise_affine={self.elementwise_affine},'
+            f' bias={self.bias is not None}'
+        )
 
 # %% ../../nbs/09_nn.ipynb
 class Embedding(Module):
-    "A table of `num_embeddings` learned vectors of size `embedding_dim`, looked up by index; drawn from N(0, 1)."
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
-                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
+    """A table of `num_embeddings` learned vectors of size `embedding_dim`, looked up by
+    index; drawn from N(0, 1)."""
+    def __init__(
+        self,
+        num_embeddings,
+        embedding_dim,
+        padding_idx=None,
+        max_norm=None,
+        norm_type=2.0,
+        scale_grad_by_freq=False,
+        sparse=False,
+        _weight=None,
+        _freeze=False,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         check_device(device)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = functional.padding_index(padding_idx, num_embeddings)
-        self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse = max_norm, norm_type, scale_grad_by_freq, sparse
-        if _weight is not None and tuple(_weight.shape) != (num_embeddings, embedding_dim):
-            raise AssertionError("Shape of weight does not match num_embeddings and embedding_dim")
-        table = np.empty((num_embeddings, embedding_dim), dtype or float32) if _weight is None else _weight
+        self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse = (
+            max_norm,
+            norm_type,
+            scale_grad_by_freq,
+            sparse,
+        )
+        if _weight is not None and tuple(_weight.shape) != (
+            num_embeddings,
+            embedding_dim,
+        ):
+            raise AssertionError(
+                "Shape of weight does not match num_embeddings and embedding_dim"
+            )
+        table = (
+            np.empty((num_embeddings, embedding_dim), dtype or float32)
+            if _weight is None
+            else _weight
+        )
         self.weight = Parameter(table, requires_grad=not _freeze)
-        if _weight is None: self.reset_parameters()
+        if _weight is None:
+            self.reset_parameters()
 
 # %% ../../nbs/09_nn.ipynb
 def _embedding_reset(self):
@@ -781,7 +1159,15 @@ def _embedding_reset(self):
         with no_grad(): self.weight[self.padding_idx].fill_(0)
 
 def _embedding_forward(self, input):
-    return functional.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse)
+    return functional.embedding(
+        input,
+        self.weight,
+        self.padding_idx,
+        self.max_norm,
+        self.norm_type,
+        self.scale_grad_by_freq,
+        self.sparse,
+    )
 
 def _embedding_repr(self):
     s = f'{self.num_embeddings}, {self.embedding_dim}'
@@ -792,24 +1178,49 @@ def _embedding_repr(self):
     return s + (', sparse=True' if self.sparse else '')
 
 # %% ../../nbs/09_nn.ipynb
-def _from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
-                     sparse=False):
-    "An `Embedding` whose table is `embeddings` (rows, size), frozen unless `freeze=False`."
-    if embeddings.ndim != 2: raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
-    return cls(*embeddings.shape, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse, _weight=embeddings, _freeze=freeze)
+def _from_pretrained(
+    cls,
+    embeddings,
+    freeze=True,
+    padding_idx=None,
+    max_norm=None,
+    norm_type=2.0,
+    scale_grad_by_freq=False,
+    sparse=False,
+):
+    """An `Embedding` whose table is `embeddings` (rows, size), frozen unless
+    `freeze=False`."""
+    if embeddings.ndim != 2:
+        raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
+    return cls(
+        *embeddings.shape,
+        padding_idx,
+        max_norm,
+        norm_type,
+        scale_grad_by_freq,
+        sparse,
+        _weight=embeddings,
+        _freeze=freeze
+    )
 
-Embedding.reset_parameters, Embedding.forward, Embedding.extra_repr = _embedding_reset, _embedding_forward, _embedding_repr
+Embedding.reset_parameters, Embedding.forward, Embedding.extra_repr = (
+    _embedding_reset,
+    _embedding_forward,
+    _embedding_repr,
+)
 Embedding.from_pretrained = classmethod(_from_pretrained)
 
 # %% ../../nbs/09_nn.ipynb
 class _Loss(Module):
-    "The base of the loss modules: it holds `reduction` (or the one PyTorch's old `size_average`/`reduce` flags stand for)."
+    """The base of the loss modules: it holds `reduction` (or the one PyTorch's old
+    `size_average`/`reduce` flags stand for)."""
     def __init__(self, size_average=None, reduce=None, reduction='mean'):
         super().__init__()
         self.reduction = functional.legacy_reduction(size_average, reduce, reduction)
 
 class _WeightedLoss(_Loss):
-    "A loss with per-class (or per-element) weights, kept as a buffer: saved with the model, moved by `to`."
+    """A loss with per-class (or per-element) weights, kept as a buffer: saved with the
+    model, moved by `to`."""
     def __init__(self, weight=None, size_average=None, reduce=None, reduction='mean'):
         super().__init__(size_average, reduce, reduction)
         self.register_buffer('weight', weight)
@@ -817,70 +1228,127 @@ class _WeightedLoss(_Loss):
 # %% ../../nbs/09_nn.ipynb
 class MSELoss(_Loss):
     "`F.mse_loss` as a module."
-    def forward(self, input, target): return functional.mse_loss(input, target, reduction=self.reduction)
+    def forward(self, input, target):
+        return functional.mse_loss(input, target, reduction=self.reduction)
 
 class L1Loss(_Loss):
     "`F.l1_loss` as a module."
-    def forward(self, input, target): return functional.l1_loss(input, target, reduction=self.reduction)
+    def forward(self, input, target):
+        return functional.l1_loss(input, target, reduction=self.reduction)
 
 class NLLLoss(_WeightedLoss):
     "`F.nll_loss` as a module: log-probabilities and class indices in, a loss out."
-    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction='mean'):
+    def __init__(
+        self,
+        weight=None,
+        size_average=None,
+        ignore_index=-100,
+        reduce=None,
+        reduction='mean',
+    ):
         super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index = ignore_index
     def forward(self, input, target):
-        return functional.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
+        return functional.nll_loss(
+            input,
+            target,
+            weight=self.weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+        )
 
 # %% ../../nbs/09_nn.ipynb
 class CrossEntropyLoss(_WeightedLoss):
-    "`F.cross_entropy` as a module: logits and class indices (or probabilities) in, a loss out."
-    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction='mean', label_smoothing=0.0):
+    """`F.cross_entropy` as a module: logits and class indices (or probabilities) in, a
+    loss out."""
+    def __init__(
+        self,
+        weight=None,
+        size_average=None,
+        ignore_index=-100,
+        reduce=None,
+        reduction='mean',
+        label_smoothing=0.0,
+    ):
         super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
     def forward(self, input, target):
-        return functional.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
-                                        reduction=self.reduction, label_smoothing=self.label_smoothing)
+        return functional.cross_entropy(
+            input,
+            target,
+            weight=self.weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+        )
 
 # %% ../../nbs/09_nn.ipynb
 class BCELoss(_WeightedLoss):
-    "`F.binary_cross_entropy` as a module: probabilities and targets in [0, 1] in, a loss out."
+    """`F.binary_cross_entropy` as a module: probabilities and targets in [0, 1] in, a
+    loss out."""
     def forward(self, input, target):
-        return functional.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
+        return functional.binary_cross_entropy(
+            input, target, weight=self.weight, reduction=self.reduction
+        )
 
 class BCEWithLogitsLoss(_Loss):
-    "`F.binary_cross_entropy_with_logits` as a module; `weight` and `pos_weight` are buffers."
-    def __init__(self, weight=None, size_average=None, reduce=None, reduction='mean', pos_weight=None):
+    """`F.binary_cross_entropy_with_logits` as a module; `weight` and `pos_weight` are
+    buffers."""
+    def __init__(
+        self,
+        weight=None,
+        size_average=None,
+        reduce=None,
+        reduction='mean',
+        pos_weight=None,
+    ):
         super().__init__(size_average, reduce, reduction)
         self.register_buffer('weight', weight)
         self.register_buffer('pos_weight', pos_weight)
     def forward(self, input, target):
-        return functional.binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction,
-                                                           pos_weight=self.pos_weight)
+        return functional.binary_cross_entropy_with_logits(
+            input,
+            target,
+            self.weight,
+            reduction=self.reduction,
+            pos_weight=self.pos_weight,
+        )
 
 # %% ../../nbs/09_nn.ipynb
 def _grads(parameters):
-    "The `.grad` of each parameter that has one (`parameters`: a tensor or an iterable of them)."
+    """The `.grad` of each parameter that has one (`parameters`: a tensor or an iterable
+    of them)."""
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
     return [p.grad for p in params if p.grad is not None]
 
 def _vector_norm(a, norm_type):
-    "The `norm_type`-norm of all the elements of the array `a` (inf: the largest |a|; 0: how many are not 0)."
+    """The `norm_type`-norm of all the elements of the array `a` (inf: the largest |a|;
+    0: how many are not 0)."""
     return np.linalg.norm(a.reshape(-1), norm_type) if a.size else np.zeros((), a.dtype)
 
 # %% ../../nbs/09_nn.ipynb
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
-    "Scale all the gradients together so that their joint `norm_type`-norm is at most `max_norm`; return the norm before."
+def clip_grad_norm_(
+    parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None
+):
+    """Scale all the gradients together so that their joint `norm_type`-norm is at most
+    `max_norm`; return the norm before."""
     grads, norm_type = _grads(parameters), float(norm_type)
-    if not grads: return Tensor(np.array(0.0, np.float32))
+    if not grads:
+        return Tensor(np.array(0.0, np.float32))
     dtype = np.result_type(*[g.dtype for g in grads])
-    total = _vector_norm(np.array([_vector_norm(g.array, norm_type) for g in grads], dtype), norm_type).astype(dtype)
+    total = _vector_norm(
+        np.array([_vector_norm(g.array, norm_type) for g in grads], dtype), norm_type
+    ).astype(dtype)
     if error_if_nonfinite and not np.isfinite(total):
-        raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it cannot "
-                           "be clipped. To disable this error and scale the gradients by the non-finite norm anyway, set "
-                           "`error_if_nonfinite=False`")
+        raise RuntimeError(
+            f"The total norm of order {norm_type} for gradients from `parameters` is"
+            " non-finite, so it cannot be clipped. To disable this error and scale the"
+            " gradients by the non-finite norm anyway, set `error_if_nonfinite=False`"
+        )
     coef = min(dtype.type(max_norm) / (total + dtype.type(1e-6)), dtype.type(1.0))
     with no_grad():
-        for g in grads: g.mul_(float(coef))
+        for g in grads:
+            g.mul_(float(coef))
     return Tensor(np.asarray(total))
 
 # %% ../../nbs/09_nn.ipynb
@@ -891,29 +1359,64 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
         for g in _grads(parameters): g.copy_(g.clamp(-clip_value, clip_value))
 
 # %% ../../nbs/09_nn.ipynb
-from . import utils         # PyTorch's module path for the two functions above: `nn.utils.clip_grad_norm_`
+from fromscratch.nn import (
+    utils,
+)  # PyTorch's module path for the two functions above: `nn.utils.clip_grad_norm_`
 
 # %% ../../nbs/18_conv.ipynb 84
 from . import conv
 
 # %% ../../nbs/18_conv.ipynb 85
 class Conv2d(Module):
-    "A 2-d convolution layer: weight (out, in/groups, kh, kw) and bias (out,), initialised as `torch.nn.Conv2d`."
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                 padding_mode='zeros', device=None, dtype=None):
+    """A 2-d convolution layer: weight (out, in/groups, kh, kw) and bias (out,),
+    initialised as `torch.nn.Conv2d`."""
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups=1,
+        bias=True,
+        padding_mode='zeros',
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         check_device(device)
-        conv.check_conv2d_module(in_channels, out_channels, stride, padding, groups, padding_mode)
-        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size, self.stride, self.dilation = conv.as_pair(kernel_size, 'kernel_size'), conv.as_pair(stride, 'stride'), conv.as_pair(dilation, 'dilation')
-        self.padding, self.padding_mode = padding if isinstance(padding, str) else conv.as_pair(padding, 'padding'), padding_mode
-        self.weight = Parameter(np.empty((out_channels, in_channels // groups, *self.kernel_size), dtype=dtype or float32))
-        if bias: self.bias = Parameter(np.empty(out_channels, dtype=dtype or float32))
-        else: self.register_parameter('bias', None)
+        conv.check_conv2d_module(
+            in_channels, out_channels, stride, padding, groups, padding_mode
+        )
+        self.in_channels, self.out_channels, self.groups = (
+            in_channels,
+            out_channels,
+            groups,
+        )
+        self.kernel_size, self.stride, self.dilation = (
+            conv.as_pair(kernel_size, 'kernel_size'),
+            conv.as_pair(stride, 'stride'),
+            conv.as_pair(dilation, 'dilation'),
+        )
+        self.padding, self.padding_mode = (
+            padding if isinstance(padding, str) else conv.as_pair(padding, 'padding')
+        ), padding_mode
+        self.weight = Parameter(
+            np.empty(
+                (out_channels, in_channels // groups, *self.kernel_size),
+                dtype=dtype or float32,
+            )
+        )
+        if bias:
+            self.bias = Parameter(np.empty(out_channels, dtype=dtype or float32))
+        else:
+            self.register_parameter('bias', None)
         self.reset_parameters()
 
     def reset_parameters(self):
-        "Weight from kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the bias from the same range."
+        """Weight from kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(fan_in),
+        1/sqrt(fan_in)), and the bias from the same range."""
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
             fan_in = self.weight.shape[1] * math.prod(self.kernel_size)
@@ -921,9 +1424,20 @@ class Conv2d(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input):
-        return functional.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return functional.conv2d(
+            input,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+        )
     def extra_repr(self):
-        s = f'{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}'
+        s = (
+            f'{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size},'
+            f' stride={self.stride}'
+        )
         if self.padding != (0, 0): s += f', padding={self.padding}'
         if self.dilation != (1, 1): s += f', dilation={self.dilation}'
         if self.groups != 1: s += f', groups={self.groups}'
@@ -932,48 +1446,106 @@ class Conv2d(Module):
 # %% ../../nbs/18_conv.ipynb 88
 class MaxPool2d(Module):
     "`F.max_pool2d` as a module: the largest value of each window."
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+    def __init__(
+        self,
+        kernel_size,
+        stride=None,
+        padding=0,
+        dilation=1,
+        return_indices=False,
+        ceil_mode=False,
+    ):
         super().__init__()
-        self.kernel_size, self.stride = kernel_size, kernel_size if stride is None else stride
-        self.padding, self.dilation, self.return_indices, self.ceil_mode = padding, dilation, return_indices, ceil_mode
+        self.kernel_size, self.stride = kernel_size, (
+            kernel_size if stride is None else stride
+        )
+        self.padding, self.dilation, self.return_indices, self.ceil_mode = (
+            padding,
+            dilation,
+            return_indices,
+            ceil_mode,
+        )
     def forward(self, input):
-        return functional.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                                     ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+        return functional.max_pool2d(
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.dilation,
+            ceil_mode=self.ceil_mode,
+            return_indices=self.return_indices,
+        )
     def extra_repr(self):
-        return (f'kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, dilation={self.dilation}, '
-                f'ceil_mode={self.ceil_mode}')
+        return (
+            f'kernel_size={self.kernel_size}, stride={self.stride},'
+            f' padding={self.padding}, dilation={self.dilation},'
+            f' ceil_mode={self.ceil_mode}'
+        )
 
 class AvgPool2d(Module):
     "`F.avg_pool2d` as a module: the mean of each window."
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    def __init__(
+        self,
+        kernel_size,
+        stride=None,
+        padding=0,
+        ceil_mode=False,
+        count_include_pad=True,
+        divisor_override=None,
+    ):
         super().__init__()
-        self.kernel_size, self.stride = kernel_size, kernel_size if stride is None else stride
-        self.padding, self.ceil_mode, self.count_include_pad, self.divisor_override = padding, ceil_mode, count_include_pad, divisor_override
+        self.kernel_size, self.stride = kernel_size, (
+            kernel_size if stride is None else stride
+        )
+        self.padding, self.ceil_mode, self.count_include_pad, self.divisor_override = (
+            padding,
+            ceil_mode,
+            count_include_pad,
+            divisor_override,
+        )
     def forward(self, input):
-        return functional.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                                     self.count_include_pad, self.divisor_override)
-    def extra_repr(self): return f'kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}'
+        return functional.avg_pool2d(
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.ceil_mode,
+            self.count_include_pad,
+            self.divisor_override,
+        )
+    def extra_repr(self):
+        return (
+            f'kernel_size={self.kernel_size}, stride={self.stride},'
+            f' padding={self.padding}'
+        )
 
 class AdaptiveAvgPool2d(Module):
     "`F.adaptive_avg_pool2d` as a module: average pooling to a fixed output size."
     def __init__(self, output_size):
         super().__init__()
         self.output_size = output_size
-    def forward(self, input): return functional.adaptive_avg_pool2d(input, self.output_size)
+    def forward(self, input):
+        return functional.adaptive_avg_pool2d(input, self.output_size)
     def extra_repr(self): return f'output_size={self.output_size}'
 
 class Unflatten(Module):
-    "Split dimension `dim` into the sizes `unflattened_size`: flat pixels back into images, the inverse of `Flatten`."
+    """Split dimension `dim` into the sizes `unflattened_size`: flat pixels back into
+    images, the inverse of `Flatten`."""
     def __init__(self, dim, unflattened_size):
         super().__init__()
         self.dim, self.unflattened_size = dim, tuple(unflattened_size)
     def forward(self, input):
         d = self.dim % input.ndim
-        return input.reshape(*input.shape[:d], *self.unflattened_size, *input.shape[d + 1:])
-    def extra_repr(self): return f'dim={self.dim}, unflattened_size={self.unflattened_size}'
+        return input.reshape(
+            *input.shape[:d], *self.unflattened_size, *input.shape[d + 1 :]
+        )
+    def extra_repr(self):
+        return f'dim={self.dim}, unflattened_size={self.unflattened_size}'
 
 # %% ../../nbs/18_conv.ipynb 91
 class BatchNorm2d(BatchNorm1d):
-    "`F.batch_norm` of (N, C, H, W) images: per-channel statistics over the batch and all positions."
+    """`F.batch_norm` of (N, C, H, W) images: per-channel statistics over the batch and
+    all positions."""
     def _check_input_dim(self, input):
-        if input.ndim != 4: raise ValueError(f"expected 4D input (got {input.ndim}D input)")
+        if input.ndim != 4:
+            raise ValueError(f"expected 4D input (got {input.ndim}D input)")

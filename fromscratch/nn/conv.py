@@ -24,16 +24,23 @@ def as_pair(value, name):
     if isinstance(value, int): return (value, value)
     value = tuple(value)
     if len(value) == 1: return value * 2
-    if len(value) != 2: raise RuntimeError(f"expected {name} to be a single integer value or a list of 2 values to match "
-                                           f"the convolution dimensions, but got {name}={list(value)}")
+    if len(value) != 2:
+        raise RuntimeError(
+            f"expected {name} to be a single integer value or a list of 2 values to"
+            f" match the convolution dimensions, but got {name}={list(value)}"
+        )
     return value
 
 Window = namedtuple('Window', 'kernel stride padding dilation')
-Window.__doc__ = "Where a kernel visits an image: kernel size, stride, padding ((top, bottom), (left, right)) and dilation, each per axis."
+Window.__doc__ = (
+    "Where a kernel visits an image: kernel size, stride, padding ((top, bottom),"
+    " (left, right)) and dilation, each per axis."
+)
 
 # %% ../../nbs/18_conv.ipynb
 def out_size(size, kernel, stride, padding, dilation):
-    "How many positions a kernel of `kernel` taps (spaced `dilation`) takes on `size` values padded by `padding` (before, after)."
+    """How many positions a kernel of `kernel` taps (spaced `dilation`) takes on `size`
+    values padded by `padding` (before, after)."""
     return (size + padding[0] + padding[1] - dilation * (kernel - 1) - 1) // stride + 1
 
 def window_out(shape, window):
@@ -42,37 +49,51 @@ def window_out(shape, window):
 
 # %% ../../nbs/18_conv.ipynb
 def im2col_array(x, window):
-    "The patches of x (N, C, H, W) under `window` as one matrix (C*kh*kw, N*Ho*Wo): a strided view, copied once."
+    """The patches of x (N, C, H, W) under `window` as one matrix (C*kh*kw, N*Ho*Wo): a
+    strided view, copied once."""
     (kh, kw), (sh, sw), ((pt, pb), (pl, pr)), (dh, dw) = window
     if pt or pb or pl or pr: x = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
     n, c, h, w = x.shape
     ho, wo = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
     s = x.strides
-    view = as_strided(x, (c, kh, kw, n, ho, wo), (s[1], s[2] * dh, s[3] * dw, s[0], s[2] * sh, s[3] * sw), writeable=False)
+    view = as_strided(
+        x,
+        (c, kh, kw, n, ho, wo),
+        (s[1], s[2] * dh, s[3] * dw, s[0], s[2] * sh, s[3] * sw),
+        writeable=False,
+    )
     return view.reshape(c * kh * kw, n * ho * wo)
 
 def col2im_array(cols, shape, window):
-    "The adjoint of `im2col_array`: add each column's values back where they came from in an image of `shape`."
+    """The adjoint of `im2col_array`: add each column's values back where they came from
+    in an image of `shape`."""
     (kh, kw), (sh, sw), ((pt, pb), (pl, pr)), (dh, dw) = window
     n, c, h, w = shape
     ho, wo = window_out((h, w), window)
     out = np.zeros((c, n, h + pt + pb, w + pl + pr), dtype=cols.dtype)
     cols = cols.reshape(c, kh, kw, n, ho, wo)
-    for i in range(kh):                       # a loop over the kernel's taps, never over pixels
+    for i in range(kh):  # a loop over the kernel's taps, never over pixels
         for j in range(kw):
-            out[:, :, i * dh: i * dh + sh * (ho - 1) + 1: sh, j * dw: j * dw + sw * (wo - 1) + 1: sw] += cols[:, i, j]
+            out[
+                :,
+                :,
+                i * dh : i * dh + sh * (ho - 1) + 1 : sh,
+                j * dw : j * dw + sw * (wo - 1) + 1 : sw,
+            ] += cols[:, i, j]
     return out[:, :, pt: pt + h, pl: pl + w].transpose(1, 0, 2, 3)
 
 # %% ../../nbs/18_conv.ipynb
 class Im2col(Function):
-    "`im2col_array` as a node of the graph; its backward is `Col2im`, and `Col2im`'s is this, so gradients of any order flow."
+    """`im2col_array` as a node of the graph; its backward is `Col2im`, and `Col2im`'s
+    is this, so gradients of any order flow."""
     array_backward = True
     @staticmethod
     def forward(ctx, input, window):
         ctx.shape, ctx.window = input.shape, window
         return Tensor(im2col_array(input.array, window))
     @staticmethod
-    def backward(ctx, grad_output): return col2im(grad_output, ctx.shape, ctx.window), None
+    def backward(ctx, grad_output):
+        return col2im(grad_output, ctx.shape, ctx.window), None
 
 class Col2im(Function):
     "`col2im_array` as a node of the graph."
@@ -86,30 +107,39 @@ class Col2im(Function):
 
 # %% ../../nbs/18_conv.ipynb
 def im2col(x, window):
-    "The patch matrix of `x`: a recorded `Im2col` for a tensor, the plain numpy function for an array (a backward on arrays)."
+    """The patch matrix of `x`: a recorded `Im2col` for a tensor, the plain numpy
+    function for an array (a backward on arrays)."""
     return Im2col.apply(x, window) if isinstance(x, Tensor) else im2col_array(x, window)
 
 def col2im(cols, shape, window):
     "`Col2im` for a tensor, `col2im_array` for an array."
-    return Col2im.apply(cols, tuple(shape), window) if isinstance(cols, Tensor) else col2im_array(cols, shape, window)
+    return (
+        Col2im.apply(cols, tuple(shape), window)
+        if isinstance(cols, Tensor)
+        else col2im_array(cols, shape, window)
+    )
 
 # %% ../../nbs/18_conv.ipynb
 def permute(x, dims):
-    "`x` with its dimensions in the order `dims`: `Tensor.permute` or `ndarray.transpose`."
+    """`x` with its dimensions in the order `dims`: `Tensor.permute` or
+    `ndarray.transpose`."""
     return x.permute(dims) if isinstance(x, Tensor) else x.transpose(dims)
 
 def swap_last(x):
-    "`x` with its last two dimensions swapped (a batch of transposed matrices), for a tensor or an array."
+    """`x` with its last two dimensions swapped (a batch of transposed matrices), for a
+    tensor or an array."""
     return x.transpose(-1, -2) if isinstance(x, Tensor) else x.swapaxes(-1, -2)
 
 def grouped_rows(grad_output, groups):
-    "Output-shaped (N, O, Ho, Wo) values as `groups` matrices (G, O/G, N*Ho*Wo), the layout of the convolution's product."
+    """Output-shaped (N, O, Ho, Wo) values as `groups` matrices (G, O/G, N*Ho*Wo), the
+    layout of the convolution's product."""
     n, o, ho, wo = grad_output.shape
     return permute(grad_output, (1, 0, 2, 3)).reshape(groups, o // groups, n * ho * wo)
 
 # %% ../../nbs/18_conv.ipynb
 class Conv2dFunction(Function):
-    "A 2-d convolution (cross-correlation) as one node: im2col, one matrix product per group, and the bias."
+    """A 2-d convolution (cross-correlation) as one node: im2col, one matrix product per
+    group, and the bias."""
     array_backward = True
     @staticmethod
     def forward(ctx, input, weight, bias, window, groups):
@@ -117,25 +147,36 @@ class Conv2dFunction(Function):
         n, (o, cg, kh, kw) = x.shape[0], w.shape
         ho, wo = window_out(x.shape[2:], window)
         cols = im2col_array(x, window).reshape(groups, cg * kh * kw, n * ho * wo)
-        out = w.reshape(groups, o // groups, cg * kh * kw) @ cols                   # (G, O/G, N*Ho*Wo)
+        out = w.reshape(groups, o // groups, cg * kh * kw) @ cols  # (G, O/G, N*Ho*Wo)
         out = out.reshape(o, n, ho, wo).transpose(1, 0, 2, 3)
         if bias is not None: out = out + bias.array.reshape(o, 1, 1)
         ctx.window, ctx.groups = window, groups
         ctx.save_for_backward(input, weight)
-        return Tensor(np.ascontiguousarray(out))        # (N, O, Ho, Wo) in memory too, as torch's
+        return Tensor(
+            np.ascontiguousarray(out)
+        )  # (N, O, Ho, Wo) in memory too, as torch's
 
 # %% ../../nbs/18_conv.ipynb
 def _conv2d_backward(ctx, grad_output):
-    "Gradients of input (weightᵀ @ rows, folded by col2im), weight (rows @ columnsᵀ) and bias (sum of the rows)."
+    """Gradients of input (weightᵀ @ rows, folded by col2im), weight (rows @ columnsᵀ)
+    and bias (sum of the rows)."""
     input, weight = ctx.saved_tensors
     needs, g = ctx.needs_input_grad, ctx.groups
     o, cg, kh, kw = weight.shape
-    rows = grouped_rows(grad_output, g)                                       # (G, O/G, N*L)
+    rows = grouped_rows(grad_output, g)  # (G, O/G, N*L)
     w = weight.reshape(g, o // g, cg * kh * kw)
-    grad_input = col2im((swap_last(w) @ rows).reshape(g * cg * kh * kw, -1), input.shape, ctx.window) if needs[0] else None
+    grad_input = (
+        col2im(
+            (swap_last(w) @ rows).reshape(g * cg * kh * kw, -1), input.shape, ctx.window
+        )
+        if needs[0]
+        else None
+    )
     grad_weight = None
     if needs[1]:
-        cols = im2col(input, ctx.window).reshape(g, cg * kh * kw, -1)     # made again: not kept from the forward
+        cols = im2col(input, ctx.window).reshape(
+            g, cg * kh * kw, -1
+        )  # made again: not kept from the forward
         grad_weight = (rows @ swap_last(cols)).reshape(weight.shape)
     grad_bias = grad_output.sum((0, 2, 3)) if needs[2] else None
     return grad_input, grad_weight, grad_bias, None, None
@@ -146,125 +187,228 @@ Conv2dFunction.backward = staticmethod(_conv2d_backward)
 def _size(shape): return list(shape)
 
 def conv_padding(padding, kernel, dilation, stride):
-    "Padding as ((top, bottom), (left, right)): from ints, or 'valid' (none) or 'same' (the output keeps the input's size)."
+    """Padding as ((top, bottom), (left, right)): from ints, or 'valid' (none) or 'same'
+    (the output keeps the input's size)."""
     if isinstance(padding, str):
         if padding == 'valid': return ((0, 0), (0, 0))
         if padding != 'same': raise RuntimeError(f"Invalid padding string: '{padding}'")
-        if stride != (1, 1): raise RuntimeError("padding='same' is not supported for strided convolutions")
+        if stride != (1, 1):
+            raise RuntimeError(
+                "padding='same' is not supported for strided convolutions"
+            )
         total = [d * (k - 1) for k, d in zip(kernel, dilation)]
-        return tuple((t // 2, t - t // 2) for t in total)           # the odd one out goes after, as in PyTorch
+        return tuple(
+            (t // 2, t - t // 2) for t in total
+        )  # the odd one out goes after, as in PyTorch
     p = as_pair(padding, 'padding')
     if min(p) < 0: raise RuntimeError("negative padding is not supported")
     return tuple((q, q) for q in p)
 
 def check_conv2d(input, weight, bias, groups):
-    "PyTorch's errors for a convolution whose input, weight and bias do not fit together, each naming the shapes."
+    """PyTorch's errors for a convolution whose input, weight and bias do not fit
+    together, each naming the shapes."""
     if input.ndim not in (3, 4):
-        raise RuntimeError(f"Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: {_size(input.shape)}")
-    if weight.ndim != 4: raise RuntimeError(f"weight should have 4 dimensions for conv2d, but got weight of size {_size(weight.shape)}")
+        raise RuntimeError(
+            "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of"
+            f" size: {_size(input.shape)}"
+        )
+    if weight.ndim != 4:
+        raise RuntimeError(
+            "weight should have 4 dimensions for conv2d, but got weight of size"
+            f" {_size(weight.shape)}"
+        )
     if input.dtype != weight.dtype:
-        raise RuntimeError(f"Input type ({input.dtype}) and weight type ({weight.dtype}) should be the same")
+        raise RuntimeError(
+            f"Input type ({input.dtype}) and weight type ({weight.dtype}) should be the"
+            " same"
+        )
     if groups <= 0: raise RuntimeError("non-positive groups is not supported")
     if input.shape[-3] != weight.shape[1] * groups:
-        raise RuntimeError(f"Given groups={groups}, weight of size {_size(weight.shape)}, expected input{_size(input.shape)} to have "
-                           f"{weight.shape[1] * groups} channels, but got {input.shape[-3]} channels instead")
+        raise RuntimeError(
+            f"Given groups={groups}, weight of size {_size(weight.shape)}, expected"
+            f" input{_size(input.shape)} to have {weight.shape[1] * groups} channels,"
+            f" but got {input.shape[-3]} channels instead"
+        )
     if weight.shape[0] % groups:
-        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
-                           f"but got weight of size {_size(weight.shape)} instead")
+        raise RuntimeError(
+            f"Given groups={groups}, expected weight to be divisible by {groups} at"
+            f" dimension 0, but got weight of size {_size(weight.shape)} instead"
+        )
     if bias is not None and (bias.ndim != 1 or bias.shape[0] != weight.shape[0]):
-        raise RuntimeError(f"Given weight of size {_size(weight.shape)}, expected bias to be 1-dimensional with "
-                           f"{weight.shape[0]} elements, but got bias of size {_size(bias.shape)} instead")
+        raise RuntimeError(
+            f"Given weight of size {_size(weight.shape)}, expected bias to be"
+            f" 1-dimensional with {weight.shape[0]} elements, but got bias of size"
+            f" {_size(bias.shape)} instead"
+        )
 
 def check_window(shape, window):
     "PyTorch's error when the (padded, dilated) kernel is larger than the padded image."
     (kh, kw), _, ((pt, pb), (pl, pr)), (dh, dw) = window
     h, w = shape[-2] + pt + pb, shape[-1] + pl + pr
     if dh * (kh - 1) + 1 > h or dw * (kw - 1) + 1 > w:
-        raise RuntimeError(f"Calculated padded input size per channel: ({h} x {w}). Kernel size: ({dh * (kh - 1) + 1} x "
-                           f"{dw * (kw - 1) + 1}). Kernel size can't be greater than actual input size")
+        raise RuntimeError(
+            f"Calculated padded input size per channel: ({h} x {w}). Kernel size:"
+            f" ({dh * (kh - 1) + 1} x {dw * (kw - 1) + 1}). Kernel size can't be"
+            " greater than actual input size"
+        )
 
 # %% ../../nbs/18_conv.ipynb
 PADDING_MODES = ('zeros', 'reflect', 'replicate', 'circular')
 
-def check_conv2d_module(in_channels, out_channels, stride, padding, groups, padding_mode):
+def check_conv2d_module(
+    in_channels, out_channels, stride, padding, groups, padding_mode
+):
     "`nn.Conv2d`'s checks of its arguments, with PyTorch's `ValueError`s."
-    if groups <= 0: raise ValueError("groups must be a positive integer")
-    if in_channels % groups: raise ValueError("in_channels must be divisible by groups")
-    if out_channels % groups: raise ValueError("out_channels must be divisible by groups")
+    if groups <= 0:
+        raise ValueError("groups must be a positive integer")
+    if in_channels % groups:
+        raise ValueError("in_channels must be divisible by groups")
+    if out_channels % groups:
+        raise ValueError("out_channels must be divisible by groups")
     if isinstance(padding, str):
-        if padding not in ('same', 'valid'): raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
-        if padding == 'same' and as_pair(stride, 'stride') != (1, 1): raise ValueError("padding='same' is not supported for strided convolutions")
-    if padding_mode not in PADDING_MODES: raise ValueError("padding_mode must be one of {'circular', 'replicate', 'reflect', 'zeros'}, "
-                                                          f"but got padding_mode='{padding_mode}'")
-    if padding_mode != 'zeros': raise NotImplementedError(f"padding_mode='{padding_mode}': fromscratch pads with zeros only")
+        if padding not in ('same', 'valid'):
+            raise ValueError(
+                f"Invalid padding string {padding!r}, should be one of {{'valid',"
+                " 'same'}"
+            )
+        if padding == 'same' and as_pair(stride, 'stride') != (1, 1):
+            raise ValueError("padding='same' is not supported for strided convolutions")
+    if padding_mode not in PADDING_MODES:
+        raise ValueError(
+            "padding_mode must be one of {'circular', 'replicate', 'reflect',"
+            f" 'zeros'}}, but got padding_mode='{padding_mode}'"
+        )
+    if padding_mode != 'zeros':
+        raise NotImplementedError(
+            f"padding_mode='{padding_mode}': fromscratch pads with zeros only"
+        )
 
 # %% ../../nbs/18_conv.ipynb
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    "A 2-d convolution of `input` (N, C, H, W) or (C, H, W) with `weight` (O, C/groups, kh, kw), plus `bias` (O,)."
+    """A 2-d convolution of `input` (N, C, H, W) or (C, H, W) with `weight` (O,
+    C/groups, kh, kw), plus `bias` (O,)."""
     check_conv2d(input, weight, bias, groups)
     stride, dilation = as_pair(stride, 'stride'), as_pair(dilation, 'dilation')
     if min(stride) <= 0: raise RuntimeError("non-positive stride is not supported")
     if min(dilation) <= 0: raise RuntimeError("dilation should be greater than zero")
-    window = Window(tuple(weight.shape[2:]), stride, conv_padding(padding, weight.shape[2:], dilation, stride), dilation)
+    window = Window(
+        tuple(weight.shape[2:]),
+        stride,
+        conv_padding(padding, weight.shape[2:], dilation, stride),
+        dilation,
+    )
     check_window(input.shape, window)
-    if input.ndim == 3: return Conv2dFunction.apply(input.unsqueeze(0), weight, bias, window, groups).squeeze(0)
+    if input.ndim == 3:
+        return Conv2dFunction.apply(
+            input.unsqueeze(0), weight, bias, window, groups
+        ).squeeze(0)
     return Conv2dFunction.apply(input, weight, bias, window, groups)
 
 # %% ../../nbs/18_conv.ipynb
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
-    "The sliding patches of `input` (N, C, H, W) as columns: (N, C*kh*kw, L), L the number of patches (PyTorch's layout)."
-    if input.ndim not in (3, 4): raise RuntimeError(f"Input Error: Only 3D or 4D input Tensors are supported (got {input.ndim}D)")
+    """The sliding patches of `input` (N, C, H, W) as columns: (N, C*kh*kw, L), L the
+    number of patches (PyTorch's layout)."""
+    if input.ndim not in (3, 4):
+        raise RuntimeError(
+            "Input Error: Only 3D or 4D input Tensors are supported (got"
+            f" {input.ndim}D)"
+        )
     x = input.unsqueeze(0) if input.ndim == 3 else input
     p = as_pair(padding, 'padding')
-    window = Window(as_pair(kernel_size, 'kernel_size'), as_pair(stride, 'stride'), tuple((q, q) for q in p), as_pair(dilation, 'dilation'))
+    window = Window(
+        as_pair(kernel_size, 'kernel_size'),
+        as_pair(stride, 'stride'),
+        tuple((q, q) for q in p),
+        as_pair(dilation, 'dilation'),
+    )
     ho, wo = window_out(x.shape[2:], window)
     if ho < 1 or wo < 1:
-        raise RuntimeError(f"Given input with spatial size {tuple(x.shape[2:])}, kernel_size={window.kernel}, dilation="
-                           f"{window.dilation}, padding={p}, calculated shape of the array of sliding blocks as {(ho, wo)}, "
-                           "but its components must be at least one.")
+        raise RuntimeError(
+            f"Given input with spatial size {tuple(x.shape[2:])},"
+            f" kernel_size={window.kernel}, dilation={window.dilation}, padding={p},"
+            f" calculated shape of the array of sliding blocks as {(ho, wo)}, but its"
+            " components must be at least one."
+        )
     cols = Im2col.apply(x, window)
-    out = cols.reshape(cols.shape[0], x.shape[0], ho * wo).permute((1, 0, 2)).contiguous()
+    out = (
+        cols.reshape(cols.shape[0], x.shape[0], ho * wo).permute((1, 0, 2)).contiguous()
+    )
     return out.squeeze(0) if input.ndim == 3 else out
 
 # %% ../../nbs/18_conv.ipynb
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
-    "The adjoint of `unfold`: columns (N, C*kh*kw, L) summed back into images (N, C, *output_size) where they overlap."
-    if input.ndim not in (2, 3): raise RuntimeError(f"Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported (got {input.ndim}D)")
+    """The adjoint of `unfold`: columns (N, C*kh*kw, L) summed back into images (N, C,
+    *output_size) where they overlap."""
+    if input.ndim not in (2, 3):
+        raise RuntimeError(
+            "Input Error: Only unbatched (2D) or batched (3D) input Tensors are"
+            f" supported (got {input.ndim}D)"
+        )
     cols = input.unsqueeze(0) if input.ndim == 2 else input
     (kh, kw), p = as_pair(kernel_size, 'kernel_size'), as_pair(padding, 'padding')
-    window = Window((kh, kw), as_pair(stride, 'stride'), tuple((q, q) for q in p), as_pair(dilation, 'dilation'))
+    window = Window(
+        (kh, kw),
+        as_pair(stride, 'stride'),
+        tuple((q, q) for q in p),
+        as_pair(dilation, 'dilation'),
+    )
     n, ck, length = cols.shape
-    if ck % (kh * kw): raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, "
-                                         f"but got input.size(1)={ck} and kernel_size={(kh, kw)}.")
+    if ck % (kh * kw):
+        raise RuntimeError(
+            "Expected size of input's dimension 1 to be divisible by the product of"
+            f" kernel_size, but got input.size(1)={ck} and kernel_size={(kh, kw)}."
+        )
     size = as_pair(output_size, 'output_size')
     ho, wo = window_out(size, window)
     if ho * wo != length:
-        raise RuntimeError(f"Given output_size={size}, kernel_size={(kh, kw)}, dilation={window.dilation}, padding={p}, "
-                           f"stride={window.stride}, expected size of input's dimension 2 to match the calculated number of "
-                           f"sliding blocks {ho} * {wo} = {ho * wo}, but got input.size(2)={length}.")
-    out = Col2im.apply(cols.permute((1, 0, 2)).reshape(ck, n * length), (n, ck // (kh * kw), *size), window)
+        raise RuntimeError(
+            f"Given output_size={size}, kernel_size={(kh, kw)},"
+            f" dilation={window.dilation}, padding={p}, stride={window.stride},"
+            " expected size of input's dimension 2 to match the calculated number of"
+            f" sliding blocks {ho} * {wo} = {ho * wo}, but got input.size(2)={length}."
+        )
+    out = Col2im.apply(
+        cols.permute((1, 0, 2)).reshape(ck, n * length),
+        (n, ck // (kh * kw), *size),
+        window,
+    )
     return out.squeeze(0) if input.ndim == 2 else out
 
 # %% ../../nbs/18_conv.ipynb
 def pool_window(shape, kernel_size, stride, padding, dilation, ceil_mode):
-    "The `Window` of a pooling (stride defaults to the kernel; `ceil_mode` pads after to cover the last partial window)."
-    kernel, padding, dilation = as_pair(kernel_size, 'kernel_size'), as_pair(padding, 'padding'), as_pair(dilation, 'dilation')
-    stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) else as_pair(stride, 'stride')
+    """The `Window` of a pooling (stride defaults to the kernel; `ceil_mode` pads after
+    to cover the last partial window)."""
+    kernel, padding, dilation = (
+        as_pair(kernel_size, 'kernel_size'),
+        as_pair(padding, 'padding'),
+        as_pair(dilation, 'dilation'),
+    )
+    stride = (
+        kernel
+        if stride is None or (not isinstance(stride, int) and len(stride) == 0)
+        else as_pair(stride, 'stride')
+    )
     if min(stride) <= 0: raise RuntimeError("stride should be greater than zero")
     for k, p, d in zip(kernel, padding, dilation):
         if p > (d * (k - 1) + 1) // 2:
-            raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p}, kernel_size={k} and dilation={d}")
+            raise RuntimeError(
+                f"pad should be at most half of effective kernel size, but got pad={p},"
+                f" kernel_size={k} and dilation={d}"
+            )
     pads, outs = [], []
     for size, k, s, p, d in zip(shape[-2:], kernel, stride, padding, dilation):
         span = size + 2 * p - d * (k - 1) - 1
         out = (-(-span // s) if ceil_mode else span // s) + 1
-        if ceil_mode and (out - 1) * s >= size + p: out -= 1      # the last window must start inside the image or its left padding
+        if ceil_mode and (out - 1) * s >= size + p:
+            out -= 1  # the last window must start inside the image or its left padding
         outs.append(out)
         pads.append((p, p + max(0, (out - 1) * s + d * (k - 1) + 1 - (size + 2 * p))))
     if min(outs) < 1:
         c = 'x'.join(map(str, shape[-3:-2]))
-        raise RuntimeError(f"Given input size: ({c}x{shape[-2]}x{shape[-1]}). Calculated output size: ({c}x{outs[0]}x{outs[1]}). "
-                           "Output size is too small")
+        raise RuntimeError(
+            f"Given input size: ({c}x{shape[-2]}x{shape[-1]}). Calculated output size:"
+            f" ({c}x{outs[0]}x{outs[1]}). Output size is too small"
+        )
     return Window(kernel, stride, tuple(pads), dilation)
 
 def check_pool_input(input):
@@ -274,17 +418,20 @@ def check_pool_input(input):
 
 # %% ../../nbs/18_conv.ipynb
 class Gather(Function):
-    "`x.reshape(-1)[index]`: picks values by flat position; its backward is `ScatterAdd`, whose backward is this."
+    """`x.reshape(-1)[index]`: picks values by flat position; its backward is
+    `ScatterAdd`, whose backward is this."""
     array_backward = True
     @staticmethod
     def forward(ctx, x, index):
         ctx.index, ctx.shape = index, x.shape
         return Tensor(x.array.reshape(-1)[index])
     @staticmethod
-    def backward(ctx, grad_output): return scatter_add(grad_output, ctx.index, ctx.shape), None
+    def backward(ctx, grad_output):
+        return scatter_add(grad_output, ctx.index, ctx.shape), None
 
 class ScatterAdd(Function):
-    "Adds each value into a zero tensor of `shape` at its flat position `index` (repeats add up)."
+    """Adds each value into a zero tensor of `shape` at its flat position `index`
+    (repeats add up)."""
     array_backward = True
     @staticmethod
     def forward(ctx, values, index, shape):
@@ -295,44 +442,82 @@ class ScatterAdd(Function):
 
 def scatter_add_array(values, index, shape):
     "`ScatterAdd` on arrays: one `np.bincount`, no loop."
-    out = np.bincount(index.reshape(-1), weights=values.reshape(-1), minlength=math.prod(shape))
+    out = np.bincount(
+        index.reshape(-1), weights=values.reshape(-1), minlength=math.prod(shape)
+    )
     return out.astype(values.dtype, copy=False).reshape(shape)
 
-def gather(x, index): return Gather.apply(x, index) if isinstance(x, Tensor) else x.reshape(-1)[index]
+def gather(x, index):
+    return Gather.apply(x, index) if isinstance(x, Tensor) else x.reshape(-1)[index]
 def scatter_add(values, index, shape):
-    return ScatterAdd.apply(values, index, shape) if isinstance(values, Tensor) else scatter_add_array(values, index, shape)
+    return (
+        ScatterAdd.apply(values, index, shape)
+        if isinstance(values, Tensor)
+        else scatter_add_array(values, index, shape)
+    )
 
 # %% ../../nbs/18_conv.ipynb
 def max_pool_index(x, window):
-    "For each window over x (N, C, H, W), the position in its (H, W) plane of the window's largest value (the first, if tied)."
+    """For each window over x (N, C, H, W), the position in its (H, W) plane of the
+    window's largest value (the first, if tied)."""
     (kh, kw), (sh, sw), ((pt, pb), (pl, pr)), (dh, dw) = window
     h, w = x.shape[2:]
-    padded = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=-np.inf) if pt or pb or pl or pr else x
+    padded = (
+        np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=-np.inf)
+        if pt or pb or pl or pr
+        else x
+    )
     ho, wo = window_out((h, w), window)
-    for t in range(kh * kw):                  # a loop over the kernel's taps: each one a strided view of the image
+    for t in range(
+        kh * kw
+    ):  # a loop over the kernel's taps: each one a strided view of the image
         u, v = divmod(t, kw)
-        values = padded[:, :, u * dh: u * dh + sh * (ho - 1) + 1: sh, v * dw: v * dw + sw * (wo - 1) + 1: sw]
-        if t == 0: best, tap = values.copy(), np.zeros(values.shape, np.int32); continue
-        tap = np.where(values > best, np.int32(t), tap)    # strictly larger: a tie keeps the earlier tap, as in PyTorch
+        values = padded[
+            :,
+            :,
+            u * dh : u * dh + sh * (ho - 1) + 1 : sh,
+            v * dw : v * dw + sw * (wo - 1) + 1 : sw,
+        ]
+        if t == 0:
+            best, tap = values.copy(), np.zeros(values.shape, np.int32)
+            continue
+        tap = np.where(
+            values > best, np.int32(t), tap
+        )  # strictly larger: a tie keeps the earlier tap, as in PyTorch
         np.maximum(best, values, out=best)
-    offset = np.array([(t // kw) * dh * w + (t % kw) * dw for t in range(kh * kw)])     # each tap's place in the plane
-    return (np.arange(ho)[:, None] * sh - pt) * w + (np.arange(wo) * sw - pl) + offset[tap]
+    offset = np.array(
+        [(t // kw) * dh * w + (t % kw) * dw for t in range(kh * kw)]
+    )  # each tap's place in the plane
+    return (
+        (np.arange(ho)[:, None] * sh - pt) * w + (np.arange(wo) * sw - pl) + offset[tap]
+    )
 
 # %% ../../nbs/18_conv.ipynb
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    "The largest value in each window of each channel; with `return_indices`, also where it was in its (H, W) plane."
+def max_pool2d(
+    input,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode=False,
+    return_indices=False,
+):
+    """The largest value in each window of each channel; with `return_indices`, also
+    where it was in its (H, W) plane."""
     check_pool_input(input)
     x = input.unsqueeze(0) if input.ndim == 3 else input
     window = pool_window(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
     plane = max_pool_index(x.array, window)
     n, c, h, w = x.shape
     out = Gather.apply(x, plane + (np.arange(n * c) * h * w).reshape(n, c, 1, 1))
-    if input.ndim == 3: out, plane = out.squeeze(0), plane[0]
+    if input.ndim == 3:
+        out, plane = out.squeeze(0), plane[0]
     return (out, Tensor(plane)) if return_indices else out
 
 # %% ../../nbs/18_conv.ipynb
 def avg_pool_divisor(shape, window, padding, count_include_pad):
-    "How many values each window averages: (Ho*Wo,), padding counted or not, the extra `ceil_mode` padding never."
+    """How many values each window averages: (Ho*Wo,), padding counted or not, the extra
+    `ceil_mode` padding never."""
     h, w = shape[-2:]
     (pt, pb), (pl, pr) = window.padding
     mask = np.zeros((1, 1, h + pt + pb, w + pl + pr))
@@ -341,7 +526,15 @@ def avg_pool_divisor(shape, window, padding, count_include_pad):
     return im2col_array(mask, window._replace(padding=((0, 0), (0, 0)))).sum(0)
 
 # %% ../../nbs/18_conv.ipynb
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+def avg_pool2d(
+    input,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+):
     "The mean of each window of each channel: the patches of `im2col`, averaged."
     check_pool_input(input)
     x = input.unsqueeze(0) if input.ndim == 3 else input
@@ -349,15 +542,19 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     n, c = x.shape[:2]
     (kh, kw), (ho, wo) = window.kernel, window_out(x.shape[2:], window)
     sums = Im2col.apply(x, window).reshape(c, kh * kw, n * ho * wo).sum(1)
-    divisor = divisor_override or avg_pool_divisor(x.shape, window, as_pair(padding, 'padding'), count_include_pad)
-    if divisor_override is None: divisor = Tensor(np.tile(divisor, n).astype(x.dtype))
+    divisor = divisor_override or avg_pool_divisor(
+        x.shape, window, as_pair(padding, 'padding'), count_include_pad
+    )
+    if divisor_override is None:
+        divisor = Tensor(np.tile(divisor, n).astype(x.dtype))
     out = (sums / divisor).reshape(c, n, ho, wo)
     out = out.permute((1, 0, 2, 3)).contiguous()
     return out.squeeze(0) if input.ndim == 3 else out
 
 # %% ../../nbs/18_conv.ipynb
 def adaptive_matrix(size, out, dtype):
-    "The (out, size) matrix that averages bin i = [floor(i*size/out), ceil((i+1)*size/out)) of a vector of `size`."
+    """The (out, size) matrix that averages bin i = [floor(i*size/out),
+    ceil((i+1)*size/out)) of a vector of `size`."""
     i = np.arange(out)
     start, end = (i * size) // out, -(-((i + 1) * size) // out)
     j = np.arange(size)
@@ -366,9 +563,22 @@ def adaptive_matrix(size, out, dtype):
 
 # %% ../../nbs/18_conv.ipynb
 def adaptive_avg_pool2d(input, output_size):
-    "Average pooling to a fixed output size (None keeps that dimension): each bin's mean, as two matrix products."
-    if input.ndim not in (3, 4): raise RuntimeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {_size(input.shape)}")
-    oh, ow = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    """Average pooling to a fixed output size (None keeps that dimension): each bin's
+    mean, as two matrix products."""
+    if input.ndim not in (3, 4):
+        raise RuntimeError(
+            "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got"
+            f" {_size(input.shape)}"
+        )
+    oh, ow = (
+        (output_size, output_size)
+        if isinstance(output_size, int)
+        else tuple(output_size)
+    )
     h, w = input.shape[-2:]
     oh, ow = h if oh is None else oh, w if ow is None else ow
-    return adaptive_matrix(h, oh, input.dtype) @ input @ adaptive_matrix(w, ow, input.dtype).T
+    return (
+        adaptive_matrix(h, oh, input.dtype)
+        @ input
+        @ adaptive_matrix(w, ow, input.dtype).T
+    )

@@ -16,7 +16,8 @@ from ..ops import total, reduction_jvp
 
 # %% ../../nbs/09_functional.ipynb
 def relu(input, inplace=False):
-    "`max(0, x)` elementwise; its gradient at 0 is 0, as in PyTorch. `inplace=True` writes the result into `input`."
+    """`max(0, x)` elementwise; its gradient at 0 is 0, as in PyTorch. `inplace=True`
+    writes the result into `input`."""
     return input.copy_(input.relu()) if inplace else input.relu()
 
 def sigmoid(input):
@@ -29,7 +30,8 @@ def tanh(input):
 
 # %% ../../nbs/09_functional.ipynb
 class LinearFunction(Function):
-    "`input @ weight.T + bias` as one node of the graph, with the backward written by hand."
+    """`input @ weight.T + bias` as one node of the graph, with the backward written by
+    hand."""
     array_backward = True
     @staticmethod
     def forward(ctx, input, weight, bias=None):
@@ -44,33 +46,51 @@ class LinearFunction(Function):
     def backward(ctx, grad_output):
         input, weight = ctx.saved_tensors
         needs, n_out = ctx.needs_input_grad, grad_output.shape[-1]
-        g = grad_output if grad_output.ndim == 2 else grad_output.reshape(_rows(grad_output), n_out)
+        g = (
+            grad_output
+            if grad_output.ndim == 2
+            else grad_output.reshape(_rows(grad_output), n_out)
+        )
         grad_input = grad_output @ weight if needs[0] else None
-        grad_weight = g.T @ input.reshape(_rows(input), input.shape[-1]) if needs[1] else None
+        grad_weight = (
+            g.T @ input.reshape(_rows(input), input.shape[-1]) if needs[1] else None
+        )
         grad_bias = g.sum(0) if len(needs) > 2 and needs[2] else None
         return grad_input, grad_weight, grad_bias
 
     @staticmethod
-    def jvp(ctx, t_input, t_weight, t_bias=None):   # bilinear in (input, weight): f(dx, W) + f(x, dW) + db
+    def jvp(
+        ctx, t_input, t_weight, t_bias=None
+    ):  # bilinear in (input, weight): f(dx, W) + f(x, dW) + db
         input, weight = ctx.saved_tensors
-        terms = [None if t_input is None else LinearFunction.apply(t_input, weight, None),
-                 None if t_weight is None else LinearFunction.apply(input, t_weight, None), t_bias]
+        terms = [
+            None if t_input is None else LinearFunction.apply(t_input, weight, None),
+            None if t_weight is None else LinearFunction.apply(input, t_weight, None),
+            t_bias,
+        ]
         return total([t for t in terms if t is not None])
 
 # %% ../../nbs/09_functional.ipynb
 def _rows(t):
-    "The number of rows of `t` seen as a matrix (all dimensions but the last), also when there are no columns."
+    """The number of rows of `t` seen as a matrix (all dimensions but the last), also
+    when there are no columns."""
     return math.prod(t.shape[:-1])
 
 # %% ../../nbs/09_functional.ipynb
 def _check_linear(input, weight):
     "Raise PyTorch's error when `input` and `weight` cannot be multiplied."
     if input.dtype != weight.dtype:
-        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {input.dtype} != {weight.dtype}")
+        raise RuntimeError(
+            f"expected m1 and m2 to have the same dtype, but got: {input.dtype} !="
+            f" {weight.dtype}"
+        )
     if input.shape[-1:] != weight.shape[1:]:
         rows = int(np.prod(input.shape[:-1]))
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{input.shape[-1] if input.ndim else 1} "
-                           f"and {weight.shape[1] if weight.ndim > 1 else 1}x{weight.shape[0]})")
+        raise RuntimeError(
+            "mat1 and mat2 shapes cannot be multiplied"
+            f" ({rows}x{input.shape[-1] if input.ndim else 1} and"
+            f" {weight.shape[1] if weight.ndim > 1 else 1}x{weight.shape[0]})"
+        )
 
 # %% ../../nbs/09_functional.ipynb
 def linear(input, weight, bias=None):
@@ -79,9 +99,14 @@ def linear(input, weight, bias=None):
 
 # %% ../../nbs/09_functional.ipynb
 def _softmax_dim(name, ndim):
-    "The dimension PyTorch picks when `dim` is not given, with its warning: 0 for 0-, 1- and 3-d inputs, else 1."
-    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as an "
-                  "argument.", UserWarning, stacklevel=3)
+    """The dimension PyTorch picks when `dim` is not given, with its warning: 0 for 0-,
+    1- and 3-d inputs, else 1."""
+    warnings.warn(
+        f"Implicit dimension choice for {name} has been deprecated. Change the call to"
+        " include dim=X as an argument.",
+        UserWarning,
+        stacklevel=3,
+    )
     return 0 if ndim in (0, 1, 3) else 1
 
 def softmax(input, dim=None, dtype=None):
@@ -92,7 +117,9 @@ def softmax(input, dim=None, dtype=None):
 def log_softmax(input, dim=None, dtype=None):
     "`x - log(exp(x).sum(dim))`, computed stably (in `dtype`, if given)."
     if dtype is not None: input = input.to(dtype)
-    return input.log_softmax(_softmax_dim('log_softmax', input.ndim) if dim is None else dim)
+    return input.log_softmax(
+        _softmax_dim('log_softmax', input.ndim) if dim is None else dim
+    )
 
 # %% ../../nbs/09_functional.ipynb
 def _reduce(loss, reduction):
@@ -104,45 +131,72 @@ def _reduce(loss, reduction):
 
 # %% ../../nbs/09_functional.ipynb
 def legacy_reduction(size_average, reduce, reduction):
-    "`reduction`, or the one PyTorch's old flags `size_average` and `reduce` stand for (with PyTorch's warning)."
+    """`reduction`, or the one PyTorch's old flags `size_average` and `reduce` stand for
+    (with PyTorch's warning)."""
     if size_average is None and reduce is None: return reduction
     size_average, reduce = size_average is not False, reduce is not False
     result = 'mean' if size_average and reduce else 'sum' if reduce else 'none'
-    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{result}' instead.",
-                  UserWarning, stacklevel=3)
+    warnings.warn(
+        "size_average and reduce args will be deprecated, please use"
+        f" reduction='{result}' instead.",
+        UserWarning,
+        stacklevel=3,
+    )
     return result
 
 # %% ../../nbs/09_functional.ipynb
 def _size(shape): return f"fromscratch.Size({list(shape)})"
 
 def _warn_if_broadcast(input, target):
-    "PyTorch's warning when a target's shape differs from the input's: broadcasting would compare every pair."
+    """PyTorch's warning when a target's shape differs from the input's: broadcasting
+    would compare every pair."""
     if input.shape != target.shape:
-        warnings.warn(f"Using a target size ({_size(target.shape)}) that is different to the input size "
-                      f"({_size(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
-                      "Please ensure they have the same size.", UserWarning, stacklevel=3)
+        warnings.warn(
+            f"Using a target size ({_size(target.shape)}) that is different to the"
+            f" input size ({_size(input.shape)}). This will likely lead to incorrect"
+            " results due to broadcasting. Please ensure they have the same size.",
+            UserWarning,
+            stacklevel=3,
+        )
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction='mean'):
     "The squared differences between `input` and `target`, reduced by `reduction`."
     _warn_if_broadcast(input, target)
-    return _reduce((input - target) ** 2, legacy_reduction(size_average, reduce, reduction))
+    return _reduce(
+        (input - target) ** 2, legacy_reduction(size_average, reduce, reduction)
+    )
 
 # %% ../../nbs/09_functional.ipynb
 def l1_loss(input, target, size_average=None, reduce=None, reduction='mean'):
     "The absolute differences between `input` and `target`, reduced by `reduction`."
     _warn_if_broadcast(input, target)
-    return _reduce((input - target).abs(), legacy_reduction(size_average, reduce, reduction))
+    return _reduce(
+        (input - target).abs(), legacy_reduction(size_average, reduce, reduction)
+    )
 
 # %% ../../nbs/09_functional.ipynb
 def _class_targets(input, target, ignore_index):
-    "Check integer class targets; return `input` as (N, C), the targets as an int64 array, and the per-item shape."
+    """Check integer class targets; return `input` as (N, C), the targets as an int64
+    array, and the per-item shape."""
     t = target.array if isinstance(target, Tensor) else np.asarray(target)
-    if t.dtype.kind not in 'iu': raise RuntimeError(f"expected target dtype to be Long or Byte, but got {t.dtype}")
-    if input.ndim == 1: x, shape = input.reshape(1, -1), ()
+    if t.dtype.kind not in 'iu':
+        raise RuntimeError(
+            f"expected target dtype to be Long or Byte, but got {t.dtype}"
+        )
+    if input.ndim == 1:
+        x, shape = input.reshape(1, -1), ()
     elif input.shape[:1] != t.shape[:1] or input.ndim != t.ndim + 1:
-        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size ({t.shape[0] if t.ndim else 1}).")
-    elif input.ndim == 2: x, shape = input, t.shape
-    else: x, shape = input.permute(0, *range(2, input.ndim), 1).reshape(-1, input.shape[1]), t.shape
+        raise ValueError(
+            f"Expected input batch_size ({input.shape[0]}) to match target batch_size"
+            f" ({t.shape[0] if t.ndim else 1})."
+        )
+    elif input.ndim == 2:
+        x, shape = input, t.shape
+    else:
+        x, shape = (
+            input.permute(0, *range(2, input.ndim), 1).reshape(-1, input.shape[1]),
+            t.shape,
+        )
     t = t.reshape(-1).astype(np.int64, copy=False)
     if t.size and (t.min() < 0 or t.max() >= x.shape[1]):
         bad = ((t < 0) | (t >= x.shape[1])) & (t != ignore_index)
@@ -150,18 +204,30 @@ def _class_targets(input, target, ignore_index):
     return x, t, shape
 
 # %% ../../nbs/09_functional.ipynb
-_TYPE_NAMES = {'float16': 'Half', 'float32': 'Float', 'float64': 'Double', 'int8': 'Char', 'int16': 'Short',
-               'int32': 'Int', 'int64': 'Long', 'uint8': 'Byte', 'bool': 'Bool'}
+_TYPE_NAMES = {
+    'float16': 'Half',
+    'float32': 'Float',
+    'float64': 'Double',
+    'int8': 'Char',
+    'int16': 'Short',
+    'int32': 'Int',
+    'int64': 'Long',
+    'uint8': 'Byte',
+    'bool': 'Bool',
+}
 
 def _type_name(dtype):
     "The name PyTorch's messages give a dtype: 'Float', 'Double', 'Long', ..."
     return _TYPE_NAMES.get(np.dtype(dtype).name, np.dtype(dtype).name)
 
 def _not_differentiable(function, name, t):
-    "PyTorch's error for an argument like `weight` that requires grad where the loss has no gradient for it."
+    """PyTorch's error for an argument like `weight` that requires grad where the loss
+    has no gradient for it."""
     if t is not None and t.requires_grad and grad_mode.enabled:
-        raise RuntimeError(f"The function '{function}' is not differentiable with respect to argument '{name}'. "
-                           "This input cannot have requires_grad True.")
+        raise RuntimeError(
+            f"The function '{function}' is not differentiable with respect to argument"
+            f" '{name}'. This input cannot have requires_grad True."
+        )
 
 # %% ../../nbs/09_functional.ipynb
 def _class_weight(weight, input):
@@ -170,24 +236,34 @@ def _class_weight(weight, input):
     _not_differentiable('nll_loss_forward', 'weight', weight)
     n = input.shape[1 if input.ndim > 1 else 0]
     if weight.shape != (n,):
-        raise RuntimeError(f"weight tensor should be defined either for all {n} classes or no classes but got weight "
-                           f"tensor of shape: {list(weight.shape)}")
+        raise RuntimeError(
+            f"weight tensor should be defined either for all {n} classes or no classes"
+            f" but got weight tensor of shape: {list(weight.shape)}"
+        )
     if weight.dtype != input.dtype:
-        raise RuntimeError(f"expected scalar type {_type_name(input.dtype)} but found {_type_name(weight.dtype)}")
+        raise RuntimeError(
+            f"expected scalar type {_type_name(input.dtype)} but found"
+            f" {_type_name(weight.dtype)}"
+        )
     return weight.array
 
 # %% ../../nbs/09_functional.ipynb
 def _onehot(t, valid, n_classes, dtype):
-    "One row per target with a 1 in the target's column (all zeros where `valid` is False)."
+    """One row per target with a 1 in the target's column (all zeros where `valid` is
+    False)."""
     out = np.zeros((len(t), n_classes), dtype)
     out[np.arange(len(t)), np.where(valid, t, 0)] = valid
     return out
 
 # %% ../../nbs/09_functional.ipynb
 def _class_scale(picked, valid, reduction, weight=None, every=False):
-    "Each row's factor in the reduced loss (its class weight, 0 if ignored, over their total for 'mean'), and the same without the weight."
-    if reduction not in ('mean', 'sum', 'none'): raise ValueError(f"{reduction} is not a valid value for reduction")
-    if every and weight is None and len(valid):               # every row counts once: one constant, no passes over the rows
+    """Each row's factor in the reduced loss (its class weight, 0 if ignored, over their
+    total for 'mean'), and the same without the weight."""
+    if reduction not in ('mean', 'sum', 'none'):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if (
+        every and weight is None and len(valid)
+    ):  # every row counts once: one constant, no passes over the rows
         norm = np.full(len(valid), 1 / len(valid) if reduction == 'mean' else 1.0)
         return norm, norm
     row_weight = None if weight is None else weight[picked].astype(np.float64)
@@ -198,32 +274,71 @@ def _class_scale(picked, valid, reduction, weight=None, every=False):
     return (norm if row_weight is None else norm * row_weight), norm
 
 def _class_output(losses, valid, reduction, dtype, every=False):
-    "The loss tensor: the scaled per-row `losses` for 'none', else their sum (nan for a mean over no rows)."
-    out = losses if reduction == 'none' else losses.sum() if reduction == 'sum' or (every and len(valid)) or valid.any() else np.nan
+    """The loss tensor: the scaled per-row `losses` for 'none', else their sum (nan for
+    a mean over no rows)."""
+    out = (
+        losses
+        if reduction == 'none'
+        else (
+            losses.sum()
+            if reduction == 'sum' or (every and len(valid)) or valid.any()
+            else np.nan
+        )
+    )
     return Tensor(np.asarray(out, dtype=dtype))
 
 # %% ../../nbs/09_functional.ipynb
 class NLLLossFunction(Function):
-    "Minus the log-probability of each target class, times its class weight, reduced; one node of the graph."
+    """Minus the log-probability of each target class, times its class weight, reduced;
+    one node of the graph."""
     array_backward = True
     @staticmethod
     def forward(ctx, input, t, ignore_index, reduction, weight=None):
         valid = t != ignore_index
         picked = np.where(valid, t, 0)
         scale, _ = _class_scale(picked, valid, reduction, weight)
-        losses = np.where(valid, -input.array[np.arange(len(t)), picked] * scale, 0)   # ignored: 0, even if inf
-        ctx.t, ctx.valid, ctx.scale, ctx.reduction, ctx.n_classes = t, valid, scale, reduction, input.shape[1]
+        losses = np.where(
+            valid, -input.array[np.arange(len(t)), picked] * scale, 0
+        )  # ignored: 0, even if inf
+        ctx.t, ctx.valid, ctx.scale, ctx.reduction, ctx.n_classes = (
+            t,
+            valid,
+            scale,
+            reduction,
+            input.shape[1],
+        )
         return _class_output(losses, valid, reduction, input.dtype)
 
     @staticmethod
     def backward(ctx, grad_output):
-        coef = (0.0 - ctx.scale[:, None] * _onehot(ctx.t, ctx.valid, ctx.n_classes, np.float64)).astype(grad_output.dtype)
-        return coef * (grad_output.reshape(-1, 1) if ctx.reduction == 'none' else grad_output), None, None, None, None
-    jvp = staticmethod(lambda ctx, t, *_: reduction_jvp(ctx, t, 1 if ctx.reduction == 'none' else None))
+        coef = (
+            0.0
+            - ctx.scale[:, None] * _onehot(ctx.t, ctx.valid, ctx.n_classes, np.float64)
+        ).astype(grad_output.dtype)
+        return (
+            coef
+            * (grad_output.reshape(-1, 1) if ctx.reduction == 'none' else grad_output),
+            None,
+            None,
+            None,
+            None,
+        )
+    jvp = staticmethod(
+        lambda ctx, t, *_: reduction_jvp(ctx, t, 1 if ctx.reduction == 'none' else None)
+    )
 
 # %% ../../nbs/09_functional.ipynb
-def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction='mean'):
-    "The negative log-likelihood of class-index `target` under log-probabilities `input` (N, C), weighted by class."
+def nll_loss(
+    input,
+    target,
+    weight=None,
+    size_average=None,
+    ignore_index=-100,
+    reduce=None,
+    reduction='mean',
+):
+    """The negative log-likelihood of class-index `target` under log-probabilities
+    `input` (N, C), weighted by class."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     w = _class_weight(weight, input)
     x, t, shape = _class_targets(input, target, ignore_index)
@@ -232,48 +347,79 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 
 # %% ../../nbs/09_functional.ipynb
 class LabelSmoothing:
-    "The share `eps` of a smoothed cross-entropy spread over all C classes: `eps/C * sum_j w_j * -log p_j` for each row."
+    """The share `eps` of a smoothed cross-entropy spread over all C classes: `eps/C *
+    sum_j w_j * -log p_j` for each row."""
     def __init__(self, eps, weight, n_classes, norm):
-        self.coef, self.norm = eps / n_classes, norm           # norm: each row's factor in the reduced loss (0 if ignored)
-        self.weight = np.ones(n_classes) if weight is None else weight.astype(np.float64)
+        self.coef, self.norm = (
+            eps / n_classes,
+            norm,
+        )  # norm: each row's factor in the reduced loss (0 if ignored)
+        self.weight = (
+            np.ones(n_classes) if weight is None else weight.astype(np.float64)
+        )
 
     def losses(self, neg_logp, valid):
         "Each row's smoothing term, 0 for an ignored row (whatever its logits)."
-        return np.where(valid, (neg_logp * self.weight).sum(1) * (self.coef * self.norm), 0)
+        return np.where(
+            valid, (neg_logp * self.weight).sum(1) * (self.coef * self.norm), 0
+        )
 
     def backward(self, p, g):
-        "The gradient of the smoothing terms: `eps/C * (sum(w) * p - w)` times each row's factor and `g`."
+        """The gradient of the smoothing terms: `eps/C * (sum(w) * p - w)` times each
+        row's factor and `g`."""
         w = self.weight.astype(p.dtype)
-        return (w.sum() * p - w) * ((self.coef * self.norm).astype(p.dtype)[:, None] * g)
+        return (w.sum() * p - w) * (
+            (self.coef * self.norm).astype(p.dtype)[:, None] * g
+        )
 
 # %% ../../nbs/09_functional.ipynb
 class CrossEntropyFunction(Function):
-    "`log_softmax` and `nll_loss` in one node: the backward is `(softmax(x) - onehot) * scale` (plus smoothing's part)."
+    """`log_softmax` and `nll_loss` in one node: the backward is `(softmax(x) - onehot)
+    * scale` (plus smoothing's part)."""
     array_backward = True
     @staticmethod
-    def forward(ctx, input, t, ignore_index, reduction, weight=None, label_smoothing=0.0):
+    def forward(
+        ctx, input, t, ignore_index, reduction, weight=None, label_smoothing=0.0
+    ):
         valid, rows = t != ignore_index, np.arange(len(t))
-        every = valid.all()                          # usually no target is ignored: no masking passes then
+        every = valid.all()  # usually no target is ignored: no masking passes then
         picked = t if every else np.where(valid, t, 0)
         scale, norm = _class_scale(picked, valid, reduction, weight, every)
-        smoothing = LabelSmoothing(label_smoothing, weight, input.shape[1], norm) if label_smoothing else None
-        if smoothing: scale = scale * (1 - label_smoothing)
-        with np.errstate(invalid='ignore', divide='ignore'):   # a row of -inf gives nan, as in PyTorch
+        smoothing = (
+            LabelSmoothing(label_smoothing, weight, input.shape[1], norm)
+            if label_smoothing
+            else None
+        )
+        if smoothing:
+            scale = scale * (1 - label_smoothing)
+        with np.errstate(
+            invalid='ignore', divide='ignore'
+        ):  # a row of -inf gives nan, as in PyTorch
             z = input.array - input.array.max(axis=1, keepdims=True)
             e = np.exp(z)
             s = e.sum(axis=1, keepdims=True)
             losses = (np.log(s[:, 0]) - z[rows, picked]) * scale
-            if not every: losses = np.where(valid, losses, 0)
-            if smoothing: losses = losses + smoothing.losses(np.log(s) - z, valid)
+            if not every:
+                losses = np.where(valid, losses, 0)
+            if smoothing:
+                losses = losses + smoothing.losses(np.log(s) - z, valid)
         ctx.save_for_backward(input, Tensor(e / s))
-        ctx.t, ctx.valid, ctx.scale, ctx.reduction, ctx.smoothing = t, valid, scale, reduction, smoothing
+        ctx.t, ctx.valid, ctx.scale, ctx.reduction, ctx.smoothing = (
+            t,
+            valid,
+            scale,
+            reduction,
+            smoothing,
+        )
         return _class_output(losses, valid, reduction, input.dtype, every)
 
 # %% ../../nbs/09_functional.ipynb
 def _cross_entropy_backward(ctx, grad_output):
-    "`(softmax(x) - onehot) * scale * grad_output`, plus smoothing's part; recorded on Tensors only when grad mode is on."
+    """`(softmax(x) - onehot) * scale * grad_output`, plus smoothing's part; recorded on
+    Tensors only when grad mode is on."""
     input, p = ctx.saved_tensors
-    if grad_mode.enabled: p = input.softmax(1)      # recorded: the softmax again, with its history
+    if grad_mode.enabled:
+        p = input.softmax(1)  # recorded: the softmax again, with its history
     onehot = _onehot(ctx.t, ctx.valid, input.shape[1], input.dtype)
     scale = ctx.scale.astype(input.dtype)[:, None]
     g = grad_output.reshape(-1, 1) if ctx.reduction == 'none' else grad_output
@@ -282,76 +428,129 @@ def _cross_entropy_backward(ctx, grad_output):
     return grad, None, None, None, None, None
 
 CrossEntropyFunction.backward = staticmethod(_cross_entropy_backward)
-CrossEntropyFunction.jvp = staticmethod(lambda ctx, t, *_: reduction_jvp(ctx, t, 1 if ctx.reduction == 'none' else None))   # forward mode (notebook 14)
+CrossEntropyFunction.jvp = staticmethod(
+    lambda ctx, t, *_: reduction_jvp(ctx, t, 1 if ctx.reduction == 'none' else None)
+)  # forward mode (notebook 14)
 
 # %% ../../nbs/09_functional.ipynb
 def _soft_cross_entropy(input, target, weight, reduction, label_smoothing):
-    "Cross-entropy against class probabilities `target` (the input's shape), as a composition."
+    """Cross-entropy against class probabilities `target` (the input's shape), as a
+    composition."""
     dim = 1 if input.ndim > 1 else 0
-    if label_smoothing: target = target * (1 - label_smoothing) + label_smoothing / input.shape[dim]
+    if label_smoothing:
+        target = target * (1 - label_smoothing) + label_smoothing / input.shape[dim]
     logp = log_softmax(input, dim)
-    if weight is not None: logp = logp * weight.reshape(-1, *[1] * (input.ndim - dim - 1))
+    if weight is not None:
+        logp = logp * weight.reshape(-1, *[1] * (input.ndim - dim - 1))
     return _reduce(-(target * logp).sum(dim), reduction)
 
 # %% ../../nbs/09_functional.ipynb
-def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction='mean',
-                  label_smoothing=0.0):
-    "Cross-entropy between logits `input` (N, C) and class indices (or class probabilities) `target`."
+def cross_entropy(
+    input,
+    target,
+    weight=None,
+    size_average=None,
+    ignore_index=-100,
+    reduce=None,
+    reduction='mean',
+    label_smoothing=0.0,
+):
+    """Cross-entropy between logits `input` (N, C) and class indices (or class
+    probabilities) `target`."""
     reduction = legacy_reduction(size_average, reduce, reduction)
-    if label_smoothing > 1: raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
-    label_smoothing = max(label_smoothing, 0.0)                 # PyTorch ignores a negative one
+    if label_smoothing > 1:
+        raise RuntimeError(
+            f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}"
+        )
+    label_smoothing = max(label_smoothing, 0.0)  # PyTorch ignores a negative one
     w = _class_weight(weight, input)
-    if isinstance(target, Tensor) and target.dtype.kind == 'f' and target.shape == input.shape:
-        if ignore_index != -100: raise RuntimeError("ignore_index is not supported for floating point target")
+    if (
+        isinstance(target, Tensor)
+        and target.dtype.kind == 'f'
+        and target.shape == input.shape
+    ):
+        if ignore_index != -100:
+            raise RuntimeError(
+                "ignore_index is not supported for floating point target"
+            )
         return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
     x, t, shape = _class_targets(input, target, ignore_index)
     loss = CrossEntropyFunction.apply(x, t, ignore_index, reduction, w, label_smoothing)
     return loss.reshape(shape) if reduction == 'none' else loss
 
 # %% ../../nbs/09_functional.ipynb
-_BCE_EPS = float(np.float32(1e-12))     # PyTorch keeps x * (1 - x) above 1e-12 as a float32: 9.99999996e-13
+_BCE_EPS = float(
+    np.float32(1e-12)
+)  # PyTorch keeps x * (1 - x) above 1e-12 as a float32: 9.99999996e-13
 
 class BinaryCrossEntropyFunction(Function):
-    "`-w * (t * log(x) + (1 - t) * log(1 - x))` elementwise, each log cut at -100 as in PyTorch, in one node."
+    """`-w * (t * log(x) + (1 - t) * log(1 - x))` elementwise, each log cut at -100 as
+    in PyTorch, in one node."""
     @staticmethod
     def forward(ctx, input, target, weight=None):
         x, t = input.array, target.array
-        if not ((x >= 0) & (x <= 1)).all(): raise RuntimeError("all elements of input should be between 0 and 1")
+        if not ((x >= 0) & (x <= 1)).all():
+            raise RuntimeError("all elements of input should be between 0 and 1")
         with np.errstate(divide='ignore'):
-            loss = -(t * np.maximum(np.log(x), -100) + (1 - t) * np.maximum(np.log1p(-x), -100))
+            loss = -(
+                t * np.maximum(np.log(x), -100)
+                + (1 - t) * np.maximum(np.log1p(-x), -100)
+            )
         ctx.save_for_backward(input, target, weight)
         return Tensor(loss if weight is None else loss * weight.array)
 
 # %% ../../nbs/09_functional.ipynb
 def _bce_backward(ctx, grad_output):
-    "The gradients `w * (x - t) / (x * (1 - x))` (denominator at least 1e-12) and `w * log((1 - x) / x)`, on Tensors."
+    """The gradients `w * (x - t) / (x * (1 - x))` (denominator at least 1e-12) and `w *
+    log((1 - x) / x)`, on Tensors."""
     x, t, w = ctx.saved_tensors
     g = grad_output if w is None else grad_output * w
-    grad_x = g * (x - t) / ((1 - x) * x).clamp_min(_BCE_EPS) if ctx.needs_input_grad[0] else None
-    grad_t = g * ((1 - x).log() - x.log()) if ctx.needs_input_grad[1] else None     # minus the logit of x
+    grad_x = (
+        g * (x - t) / ((1 - x) * x).clamp_min(_BCE_EPS)
+        if ctx.needs_input_grad[0]
+        else None
+    )
+    grad_t = (
+        g * ((1 - x).log() - x.log()) if ctx.needs_input_grad[1] else None
+    )  # minus the logit of x
     return grad_x, grad_t, None
 
 BinaryCrossEntropyFunction.backward = staticmethod(_bce_backward)
 
 # %% ../../nbs/09_functional.ipynb
-def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction='mean'):
-    "The cross-entropy between probabilities `input` and binary (or soft) targets of the same shape."
+def binary_cross_entropy(
+    input, target, weight=None, size_average=None, reduce=None, reduction='mean'
+):
+    """The cross-entropy between probabilities `input` and binary (or soft) targets of
+    the same shape."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     if target.shape != input.shape:
-        raise ValueError(f"Using a target size ({_size(target.shape)}) that is different to the input size "
-                         f"({_size(input.shape)}) is deprecated. Please ensure they have the same size.")
-    if target.dtype != input.dtype: raise RuntimeError(f"Found dtype {_type_name(target.dtype)} but expected {_type_name(input.dtype)}")
+        raise ValueError(
+            f"Using a target size ({_size(target.shape)}) that is different to the"
+            f" input size ({_size(input.shape)}) is deprecated. Please ensure they have"
+            " the same size."
+        )
+    if target.dtype != input.dtype:
+        raise RuntimeError(
+            f"Found dtype {_type_name(target.dtype)} but expected"
+            f" {_type_name(input.dtype)}"
+        )
     _not_differentiable('binary_cross_entropy', 'weight', weight)
     return _reduce(BinaryCrossEntropyFunction.apply(input, target, weight), reduction)
 
 # %% ../../nbs/09_functional.ipynb
 class BinaryCrossEntropyWithLogitsFunction(Function):
-    "`(1 - t) * x + (1 + (pw - 1) * t) * log(1 + exp(-x))`, times `w`: BCE of `sigmoid(x)`, stable for any logit, in one node."
+    """`(1 - t) * x + (1 + (pw - 1) * t) * log(1 + exp(-x))`, times `w`: BCE of
+    `sigmoid(x)`, stable for any logit, in one node."""
     @staticmethod
     def forward(ctx, input, target, weight=None, pos_weight=None):
         x, t = input.array, target.array
-        softplus = np.logaddexp(0, -x)                                  # log(1 + exp(-x)), without overflow
-        loss = (1 - t) * x + (softplus if pos_weight is None else (1 + (pos_weight.array - 1) * t) * softplus)
+        softplus = np.logaddexp(0, -x)  # log(1 + exp(-x)), without overflow
+        loss = (1 - t) * x + (
+            softplus
+            if pos_weight is None
+            else (1 + (pos_weight.array - 1) * t) * softplus
+        )
         ctx.save_for_backward(input, target, weight, pos_weight)
         return Tensor(loss if weight is None else loss * weight.array)
 
@@ -360,44 +559,71 @@ class BinaryCrossEntropyWithLogitsFunction(Function):
         x, t, w, pw = ctx.saved_tensors
         g = grad_output if w is None else grad_output * w
         grad_x = grad_t = None
-        if ctx.needs_input_grad[0]: grad_x = g * (x.sigmoid() - t if pw is None else (pw * t + 1 - t) * x.sigmoid() - pw * t)
-        if ctx.needs_input_grad[1]: grad_t = g * (-x if pw is None else _log_sigmoid(-x) - pw * _log_sigmoid(x))
+        if ctx.needs_input_grad[0]:
+            grad_x = g * (
+                x.sigmoid() - t
+                if pw is None
+                else (pw * t + 1 - t) * x.sigmoid() - pw * t
+            )
+        if ctx.needs_input_grad[1]:
+            grad_t = g * (-x if pw is None else _log_sigmoid(-x) - pw * _log_sigmoid(x))
         return grad_x, grad_t, None, None
 
 # %% ../../nbs/09_functional.ipynb
 def _log_sigmoid(x):
-    "log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)), without overflow; `minimum`'s even split of a tie gives slope 1/2 at 0."
+    """log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)), without overflow; `minimum`'s
+    even split of a tie gives slope 1/2 at 0."""
     return x.minimum(Tensor(np.zeros((), x.dtype))) - ((-x.abs()).exp() + 1).log()
 
-def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction='mean',
-                                     pos_weight=None):
-    "`binary_cross_entropy(sigmoid(input), target)` computed stably from the logits; `pos_weight` weighs the positives."
+def binary_cross_entropy_with_logits(
+    input,
+    target,
+    weight=None,
+    size_average=None,
+    reduce=None,
+    reduction='mean',
+    pos_weight=None,
+):
+    """`binary_cross_entropy(sigmoid(input), target)` computed stably from the logits;
+    `pos_weight` weighs the positives."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     if target.shape != input.shape:
-        raise ValueError(f"Target size ({_size(target.shape)}) must be the same as input size ({_size(input.shape)})")
+        raise ValueError(
+            f"Target size ({_size(target.shape)}) must be the same as input size"
+            f" ({_size(input.shape)})"
+        )
     _not_differentiable('binary_cross_entropy_with_logits', 'weight', weight)
     _not_differentiable('binary_cross_entropy_with_logits', 'pos_weight', pos_weight)
-    return _reduce(BinaryCrossEntropyWithLogitsFunction.apply(input, target, weight, pos_weight), reduction)
+    return _reduce(
+        BinaryCrossEntropyWithLogitsFunction.apply(input, target, weight, pos_weight),
+        reduction,
+    )
 
 # %% ../../nbs/09_functional.ipynb
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    "`x` where `x > 0`, else `negative_slope * x`: a ReLU that lets a little gradient through for negative inputs."
+    """`x` where `x > 0`, else `negative_slope * x`: a ReLU that lets a little gradient
+    through for negative inputs."""
     out = input.where(input > 0, input * negative_slope)
     return input.copy_(out) if inplace else out
 
 def silu(input, inplace=False):
-    "`x * sigmoid(x)` (also called swish): smooth, and negative for negative inputs near 0."
+    """`x * sigmoid(x)` (also called swish): smooth, and negative for negative inputs
+    near 0."""
     if not inplace: return input * input.sigmoid()
-    x = input.clone()                      # the product keeps its factors for the backward: not `input`, overwritten
+    x = (
+        input.clone()
+    )  # the product keeps its factors for the backward: not `input`, overwritten
     return input.copy_(x * x.sigmoid())
 
 # %% ../../nbs/09_functional.ipynb
 def _erf_array(x):
-    "The error function of each element of the array `x`: numpy has none, so Python's `math.erf`, one element at a time."
+    """The error function of each element of the array `x`: numpy has none, so Python's
+    `math.erf`, one element at a time."""
     return np.asarray(np.frompyfunc(math.erf, 1, 1)(x), dtype=x.dtype)
 
 class Erf(Function):
-    "erf(x) = 2/sqrt(pi) * integral of exp(-t^2) from 0 to x; its derivative is 2/sqrt(pi) * exp(-x^2)."
+    """erf(x) = 2/sqrt(pi) * integral of exp(-t^2) from 0 to x; its derivative is
+    2/sqrt(pi) * exp(-x^2)."""
     @staticmethod
     def forward(ctx, input):
         ctx.save_for_backward(input)
@@ -411,12 +637,15 @@ class Erf(Function):
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 
 def _gelu_cdf(x, approximate):
-    "Phi(x), the standard normal's cumulative distribution (or PyTorch's tanh approximation of it), on tensors."
-    if approximate == 'tanh': return 0.5 * (1 + ((x + 0.044715 * x ** 3) * _SQRT_2_OVER_PI).tanh())
+    """Phi(x), the standard normal's cumulative distribution (or PyTorch's tanh
+    approximation of it), on tensors."""
+    if approximate == 'tanh':
+        return 0.5 * (1 + ((x + 0.044715 * x**3) * _SQRT_2_OVER_PI).tanh())
     return 0.5 * (1 + Erf.apply(x * math.sqrt(0.5)))
 
 def _gelu_cdf_derivative(x, approximate):
-    "The derivative of `_gelu_cdf`: the normal density exp(-x^2/2)/sqrt(2 pi), or that of the tanh approximation."
+    """The derivative of `_gelu_cdf`: the normal density exp(-x^2/2)/sqrt(2 pi), or that
+    of the tanh approximation."""
     if approximate == 'tanh':
         t = ((x + 0.044715 * x ** 3) * _SQRT_2_OVER_PI).tanh()
         return 0.5 * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
@@ -433,65 +662,109 @@ class GELUFunction(Function):
     @staticmethod
     def backward(ctx, grad_output):
         x, = ctx.saved_tensors
-        return grad_output * (_gelu_cdf(x, ctx.approximate) + x * _gelu_cdf_derivative(x, ctx.approximate)), None
+        return (
+            grad_output
+            * (
+                _gelu_cdf(x, ctx.approximate)
+                + x * _gelu_cdf_derivative(x, ctx.approximate)
+            ),
+            None,
+        )
 
 def gelu(input, approximate='none'):
-    "The Gaussian error linear unit `x * Phi(x)`: each input weighted by how likely a standard normal is below it."
-    if approximate not in ('none', 'tanh'): raise RuntimeError("approximate argument must be either none or tanh.")
+    """The Gaussian error linear unit `x * Phi(x)`: each input weighted by how likely a
+    standard normal is below it."""
+    if approximate not in ('none', 'tanh'):
+        raise RuntimeError("approximate argument must be either none or tanh.")
     return GELUFunction.apply(input, approximate)
 
 # %% ../../nbs/09_functional.ipynb
 def dropout(input, p=0.5, training=True, inplace=False):
-    "In training, zero each element with probability `p` and scale the others by 1/(1-p); otherwise `input` itself."
-    if p < 0 or p > 1: raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    """In training, zero each element with probability `p` and scale the others by
+    1/(1-p); otherwise `input` itself."""
+    if p < 0 or p > 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0 or input.numel() == 0: return input
-    noise = (default_generator.numpy.random(input.shape) >= p).astype(input.dtype)   # 1 with probability 1 - p
+    noise = (default_generator.numpy.random(input.shape) >= p).astype(
+        input.dtype
+    )  # 1 with probability 1 - p
     if p < 1: noise /= noise.dtype.type(1 - p)
     return input.mul_(Tensor(noise)) if inplace else input * Tensor(noise)
 
 # %% ../../nbs/09_functional.ipynb
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    "Normalise over the last dimensions (`normalized_shape`) to mean 0 and variance 1, then scale by `weight` and add `bias`."
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    """Normalise over the last dimensions (`normalized_shape`) to mean 0 and variance 1,
+    then scale by `weight` and add `bias`."""
+    shape = (
+        (normalized_shape,)
+        if isinstance(normalized_shape, int)
+        else tuple(normalized_shape)
+    )
     if len(shape) > input.ndim or input.shape[input.ndim - len(shape):] != shape:
-        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape [*, {', '.join(map(str, shape))}], "
-                           f"but got input of size{list(input.shape)}")
+        raise RuntimeError(
+            f"Given normalized_shape={list(shape)}, expected input with shape [*,"
+            f" {', '.join(map(str, shape))}], but got input of size{list(input.shape)}"
+        )
     dims = tuple(range(input.ndim - len(shape), input.ndim))
-    out = (input - input.mean(dims, keepdim=True)) / (input.var(dims, keepdim=True, correction=0) + eps).sqrt()
+    out = (input - input.mean(dims, keepdim=True)) / (
+        input.var(dims, keepdim=True, correction=0) + eps
+    ).sqrt()
     if weight is not None: out = out * weight
     return out if bias is None else out + bias
 
 # %% ../../nbs/09_functional.ipynb
 def _update_running(running, value, momentum):
-    "running = (1 - momentum) * running + momentum * value, in place and outside the graph."
+    """running = (1 - momentum) * running + momentum * value, in place and outside the
+    graph."""
     with no_grad(): running.mul_(1 - momentum).add_(value * momentum)
 
 def _check_batch_norm(input, running_mean, training, eps):
-    "PyTorch's checks: one running mean per channel, more than one value per channel to train on, a positive `eps`."
+    """PyTorch's checks: one running mean per channel, more than one value per channel
+    to train on, a positive `eps`."""
     if running_mean is not None and running_mean.numel() != input.shape[1]:
-        raise RuntimeError(f"running_mean should contain {input.shape[1]} elements not {running_mean.numel()}")
+        raise RuntimeError(
+            f"running_mean should contain {input.shape[1]} elements not"
+            f" {running_mean.numel()}"
+        )
     if training and input.numel() == input.shape[1]:
-        raise ValueError(f"Expected more than 1 value per channel when training, got input size {_size(input.shape)}")
+        raise ValueError(
+            "Expected more than 1 value per channel when training, got input size"
+            f" {_size(input.shape)}"
+        )
     if eps < 0 or (training and eps == 0):
-        raise ValueError(f"batch_norm eps must be {'positive during training' if training else 'non-negative'}, but got {eps}")
+        raise ValueError(
+            "batch_norm eps must be"
+            f" {'positive during training' if training else 'non-negative'}, but got"
+            f" {eps}"
+        )
 
 # %% ../../nbs/09_functional.ipynb
-def _channel_dims(ndim): return (0, *range(2, ndim))          # every dimension but the channels
-def _per_channel(ndim): return (1, -1) + (1,) * (ndim - 2)      # a (C,) vector shaped to broadcast over dimension 1
+def _channel_dims(ndim):
+    return (0, *range(2, ndim))  # every dimension but the channels
+def _per_channel(ndim):
+    return (1, -1) + (1,) * (
+        ndim - 2
+    )  # a (C,) vector shaped to broadcast over dimension 1
 
 def _normalized(input, dims, eps):
-    "(x - mean) / sqrt(var + eps) and 1 / sqrt(var + eps) per channel, with recorded operations (a backward on tensors)."
+    """(x - mean) / sqrt(var + eps) and 1 / sqrt(var + eps) per channel, with recorded
+    operations (a backward on tensors)."""
     centred = input - input.mean(dims, keepdim=True)
     inv = 1 / ((centred * centred).mean(dims, keepdim=True) + eps).sqrt()
     return centred * inv, inv
 
 # %% ../../nbs/09_functional.ipynb
 class BatchNormFunction(Function):
-    "Batch norm in training, as one node: each channel normalised by the batch's mean and biased variance, scaled, shifted."
+    """Batch norm in training, as one node: each channel normalised by the batch's mean
+    and biased variance, scaled, shifted."""
     array_backward = True
     @staticmethod
     def forward(ctx, input, weight, bias, eps):
-        x, dims, shape = input.array, _channel_dims(input.ndim), _per_channel(input.ndim)
+        x, dims, shape = (
+            input.array,
+            _channel_dims(input.ndim),
+            _per_channel(input.ndim),
+        )
         mean = x.mean(dims, keepdims=True)
         xhat = x - mean
         var = np.mean(xhat * xhat, dims, keepdims=True)
@@ -507,69 +780,143 @@ class BatchNormFunction(Function):
 
 # %% ../../nbs/09_functional.ipynb
 def _batch_norm_backward(ctx, grad_output, grad_mean=None, grad_var=None):
-    "Gradients of input, weight and bias: w/sqrt(var+eps) * (g - (sum g + xhat * sum g*xhat) / n), sum g*xhat, sum g."
+    """Gradients of input, weight and bias: w/sqrt(var+eps) * (g - (sum g + xhat * sum
+    g*xhat) / n), sum g*xhat, sum g."""
     input, weight = ctx.saved_tensors
-    dims, shape, needs = _channel_dims(input.ndim), _per_channel(input.ndim), ctx.needs_input_grad
-    xhat, inv = (_normalized(input, dims, ctx.eps) if isinstance(input, Tensor) else (ctx.xhat, ctx.inv))
+    dims, shape, needs = (
+        _channel_dims(input.ndim),
+        _per_channel(input.ndim),
+        ctx.needs_input_grad,
+    )
+    xhat, inv = (
+        _normalized(input, dims, ctx.eps)
+        if isinstance(input, Tensor)
+        else (ctx.xhat, ctx.inv)
+    )
     grad_bias, grad_weight = grad_output.sum(dims), (grad_output * xhat).sum(dims)
     scale = inv if weight is None else inv * weight.reshape(shape)
     n = math.prod(input.shape) // input.shape[1]
-    grad_input = scale * (grad_output - (grad_bias.reshape(shape) + xhat * grad_weight.reshape(shape)) / n) if needs[0] else None
-    return grad_input, grad_weight if needs[1] else None, grad_bias if needs[2] else None, None
+    grad_input = (
+        scale
+        * (
+            grad_output
+            - (grad_bias.reshape(shape) + xhat * grad_weight.reshape(shape)) / n
+        )
+        if needs[0]
+        else None
+    )
+    return (
+        grad_input,
+        grad_weight if needs[1] else None,
+        grad_bias if needs[2] else None,
+        None,
+    )
 
 BatchNormFunction.backward = staticmethod(_batch_norm_backward)
 
 # %% ../../nbs/09_functional.ipynb
-def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
-    "Normalise each channel (dimension 1) by the batch's statistics in training (updating the running ones), else by the running ones."
+def batch_norm(
+    input,
+    running_mean,
+    running_var,
+    weight=None,
+    bias=None,
+    training=False,
+    momentum=0.1,
+    eps=1e-5,
+):
+    """Normalise each channel (dimension 1) by the batch's statistics in training
+    (updating the running ones), else by the running ones."""
     _check_batch_norm(input, running_mean, training, eps)
     if training:
         out, mean, var = BatchNormFunction.apply(input, weight, bias, eps)
         n = input.numel() // input.shape[1]
-        if running_mean is not None: _update_running(running_mean, mean, momentum)
-        if running_var is not None: _update_running(running_var, var * (n / (n - 1)), momentum)   # unbiased
+        if running_mean is not None:
+            _update_running(running_mean, mean, momentum)
+        if running_var is not None:
+            _update_running(running_var, var * (n / (n - 1)), momentum)  # unbiased
         return out
     per_channel = _per_channel(input.ndim)
-    out = (input - running_mean.reshape(per_channel)) / (running_var.reshape(per_channel) + eps).sqrt()
-    if weight is not None: out = out * weight.reshape(per_channel)
+    out = (input - running_mean.reshape(per_channel)) / (
+        running_var.reshape(per_channel) + eps
+    ).sqrt()
+    if weight is not None:
+        out = out * weight.reshape(per_channel)
     return out if bias is None else out + bias.reshape(per_channel)
 
 # %% ../../nbs/09_functional.ipynb
 def one_hot(tensor, num_classes=-1):
-    "An int64 tensor with one more dimension, of size `num_classes`: 1 at each value's index along it, 0 elsewhere."
+    """An int64 tensor with one more dimension, of size `num_classes`: 1 at each value's
+    index along it, 0 elsewhere."""
     t = tensor.array
-    if t.dtype != np.int64: raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if t.dtype != np.int64:
+        raise RuntimeError(
+            "one_hot is only applicable to index tensor of type LongTensor."
+        )
     if num_classes == -1:
-        if t.size == 0: raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        if t.size == 0:
+            raise RuntimeError(
+                "Can not infer total number of classes from empty tensor."
+            )
         num_classes = int(t.max()) + 1
     if t.size and t.min() < 0: raise RuntimeError("Class values must be non-negative.")
-    if t.size and t.max() >= num_classes: raise RuntimeError("Class values must be smaller than num_classes.")
+    if t.size and t.max() >= num_classes:
+        raise RuntimeError("Class values must be smaller than num_classes.")
     return Tensor((t[..., None] == np.arange(num_classes)).astype(np.int64))
 
 # %% ../../nbs/09_functional.ipynb
 def padding_index(padding_idx, num_embeddings):
-    "`padding_idx` checked against the table's size, negative counting from the end (None stays None)."
+    """`padding_idx` checked against the table's size, negative counting from the end
+    (None stays None)."""
     if padding_idx is None: return None
-    if not -num_embeddings <= padding_idx < num_embeddings: raise AssertionError("Padding_idx must be within num_embeddings")
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise AssertionError("Padding_idx must be within num_embeddings")
     return padding_idx % num_embeddings
 
 def _check_indices(idx, num_embeddings):
     "PyTorch's checks on embedding indices: integers, within the table."
     if idx.dtype not in (np.int64, np.int32):
-        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; "
-                           f"but got fromscratch.{_type_name(idx.dtype)}Tensor instead (while checking arguments for embedding)")
-    if idx.size and (idx.min() < 0 or idx.max() >= num_embeddings): raise IndexError("index out of range in self")
+        raise RuntimeError(
+            "Expected tensor for argument #1 'indices' to have one of the following"
+            " scalar types: Long, Int; but got"
+            f" fromscratch.{_type_name(idx.dtype)}Tensor instead (while checking"
+            " arguments for embedding)"
+        )
+    if idx.size and (idx.min() < 0 or idx.max() >= num_embeddings):
+        raise IndexError("index out of range in self")
 
 # %% ../../nbs/09_functional.ipynb
-def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
-    "The rows of `weight` picked by the indices `input`; the `padding_idx` row gets no gradient."
+def embedding(
+    input,
+    weight,
+    padding_idx=None,
+    max_norm=None,
+    norm_type=2.0,
+    scale_grad_by_freq=False,
+    sparse=False,
+):
+    """The rows of `weight` picked by the indices `input`; the `padding_idx` row gets no
+    gradient."""
     if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("fromscratch's embedding has no max_norm, scale_grad_by_freq or sparse gradients")
+        raise NotImplementedError(
+            "fromscratch's embedding has no max_norm, scale_grad_by_freq or sparse"
+            " gradients"
+        )
     _check_indices(input.array, weight.shape[0])
     out = weight[input]
     padding_idx = padding_index(padding_idx, weight.shape[0])
-    if padding_idx is None or not out.requires_grad: return out
-    return out.detach().where(Tensor((input.array == padding_idx)[..., None]), out)    # same values; no gradient at padding
+    if padding_idx is None or not out.requires_grad:
+        return out
+    return out.detach().where(
+        Tensor((input.array == padding_idx)[..., None]), out
+    )  # same values; no gradient at padding
 
 # %% ../../nbs/18_conv.ipynb 82
-from .conv import adaptive_avg_pool2d, avg_pool2d, conv2d, fold, max_pool2d, unfold
+from fromscratch.nn.conv import (
+    adaptive_avg_pool2d,
+    avg_pool2d,
+    conv2d,
+    fold,
+    max_pool2d,
+    unfold,
+)

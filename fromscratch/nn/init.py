@@ -13,7 +13,8 @@ from ..core import default_generator
 
 # %% ../../nbs/09_init.ipynb
 def _fill_(tensor, values):
-    "Write `values` into `tensor`'s memory, outside the graph, as an in-place operation does; return `tensor`."
+    """Write `values` into `tensor`'s memory, outside the graph, as an in-place
+    operation does; return `tensor`."""
     tensor.array[...] = values
     tensor.version_counter.bump()
     return tensor
@@ -42,35 +43,64 @@ def ones_(tensor):
 
 # %% ../../nbs/09_init.ipynb
 def _calculate_fan_in_and_fan_out(tensor):
-    "The (fan_in, fan_out) of a weight shaped (out, in, *kernel), as PyTorch computes them."
+    """The (fan_in, fan_out) of a weight shaped (out, in, *kernel), as PyTorch computes
+    them."""
     if tensor.ndim < 2:
-        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 dimensions")
+        raise ValueError(
+            "Fan in and fan out can not be computed for tensor with fewer than 2"
+            " dimensions"
+        )
     receptive_field = math.prod(tensor.shape[2:])
     return tensor.shape[1] * receptive_field, tensor.shape[0] * receptive_field
 
 def _calculate_correct_fan(tensor, mode):
-    "The fan `mode` names: 'fan_in' keeps the forward activations' size, 'fan_out' the backward gradients'."
+    """The fan `mode` names: 'fan_in' keeps the forward activations' size, 'fan_out' the
+    backward gradients'."""
     mode = mode.lower()
     if mode not in ('fan_in', 'fan_out'):
-        raise ValueError(f"Mode {mode} not supported, please use one of ['fan_in', 'fan_out']")
+        raise ValueError(
+            f"Mode {mode} not supported, please use one of ['fan_in', 'fan_out']"
+        )
     return _calculate_fan_in_and_fan_out(tensor)[0 if mode == 'fan_in' else 1]
 
 # %% ../../nbs/09_init.ipynb
-_GAINS = {'linear': 1, 'identity': 1, 'sigmoid': 1, 'tanh': 5.0 / 3, 'relu': math.sqrt(2.0), 'selu': 3.0 / 4,
-          **{name: 1 for name in ('conv1d', 'conv2d', 'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'conv_transpose3d')}}
+_GAINS = {
+    'linear': 1,
+    'identity': 1,
+    'sigmoid': 1,
+    'tanh': 5.0 / 3,
+    'relu': math.sqrt(2.0),
+    'selu': 3.0 / 4,
+    **{
+        name: 1
+        for name in (
+            'conv1d',
+            'conv2d',
+            'conv3d',
+            'conv_transpose1d',
+            'conv_transpose2d',
+            'conv_transpose3d',
+        )
+    },
+}
 
 def calculate_gain(nonlinearity, param=None):
-    "The factor PyTorch recommends for weights followed by `nonlinearity` (`param`: leaky_relu's slope)."
+    """The factor PyTorch recommends for weights followed by `nonlinearity` (`param`:
+    leaky_relu's slope)."""
     if nonlinearity == 'leaky_relu':
-        if param is None: param = 0.01
-        elif isinstance(param, bool) or not isinstance(param, (int, float)): raise ValueError(f"negative_slope {param} not a valid number")
+        if param is None:
+            param = 0.01
+        elif isinstance(param, bool) or not isinstance(param, (int, float)):
+            raise ValueError(f"negative_slope {param} not a valid number")
         return math.sqrt(2.0 / (1 + param ** 2))
-    if nonlinearity not in _GAINS: raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
+    if nonlinearity not in _GAINS:
+        raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
     return _GAINS[nonlinearity]
 
 # %% ../../nbs/09_init.ipynb
 def xavier_uniform_(tensor, gain=1.0):
-    "Fill `tensor` from U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio, 2010)."
+    """Fill `tensor` from U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)) (Glorot
+    & Bengio, 2010)."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / (fan_in + fan_out))
     return uniform_(tensor, -math.sqrt(3.0) * std, math.sqrt(3.0) * std)
@@ -82,12 +112,20 @@ def xavier_normal_(tensor, gain=1.0):
 
 # %% ../../nbs/09_init.ipynb
 def kaiming_uniform_(tensor, a=0, mode='fan_in', nonlinearity='leaky_relu'):
-    "Fill `tensor` from U(-bound, bound), bound = sqrt(3) * gain / sqrt(fan) (He et al., 2015)."
+    """Fill `tensor` from U(-bound, bound), bound = sqrt(3) * gain / sqrt(fan) (He et
+    al., 2015)."""
     if 0 in tensor.shape: return tensor
-    std = calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
+    std = calculate_gain(nonlinearity, a) / math.sqrt(
+        _calculate_correct_fan(tensor, mode)
+    )
     return uniform_(tensor, -math.sqrt(3.0) * std, math.sqrt(3.0) * std)
 
 def kaiming_normal_(tensor, a=0, mode='fan_in', nonlinearity='leaky_relu'):
     "Fill `tensor` from N(0, std²), std = gain / sqrt(fan) (He et al., 2015)."
     if 0 in tensor.shape: return tensor
-    return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode)))
+    return normal_(
+        tensor,
+        0.0,
+        calculate_gain(nonlinearity, a)
+        / math.sqrt(_calculate_correct_fan(tensor, mode)),
+    )

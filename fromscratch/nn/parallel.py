@@ -36,8 +36,10 @@ from ..data import Sampler
 
 # %% ../../nbs/19_distributed.ipynb
 def accumulate_grads(model, loss_fn, x, y, k):
-    "Backward through `k` equal micro-batches of (x, y), each loss scaled by 1/k: into `.grad`, the whole batch's gradients."
-    if len(x) % k: raise ValueError(f"{k} micro-batches do not split a batch of {len(x)} evenly")
+    """Backward through `k` equal micro-batches of (x, y), each loss scaled by 1/k: into
+    `.grad`, the whole batch's gradients."""
+    if len(x) % k:
+        raise ValueError(f"{k} micro-batches do not split a batch of {len(x)} evenly")
     step = len(x) // k
     for i in range(0, len(x), step):
         xb, yb = x[i:i + step], y[i:i + step]
@@ -47,55 +49,88 @@ def accumulate_grads(model, loss_fn, x, y, k):
 LOOPBACK = '127.0.0.1'
 
 class LaunchError(RuntimeError):
-    "The group of processes could not start, or one of its workers failed; every worker has been stopped."
+    """The group of processes could not start, or one of its workers failed; every
+    worker has been stopped."""
 
 def rendezvous(port=0, host=LOOPBACK, timeout=60):
-    "The TCP key-value store the workers meet at, served by this process; port 0: a free port, chosen by the system."
+    """The TCP key-value store the workers meet at, served by this process; port 0: a
+    free port, chosen by the system."""
     import torch.distributed as dist
-    try: return dist.TCPStore(host, port, None, True, timeout=timedelta(seconds=timeout), wait_for_workers=False)
+    try:
+        return dist.TCPStore(
+            host,
+            port,
+            None,
+            True,
+            timeout=timedelta(seconds=timeout),
+            wait_for_workers=False,
+        )
     except RuntimeError as e:
-        if 'EADDRINUSE' not in str(e): raise
-        raise LaunchError(f"port {port} on {host} is already in use: choose another one, or 0 for a free one") from None
+        if 'EADDRINUSE' not in str(e):
+            raise
+        raise LaunchError(
+            f"port {port} on {host} is already in use: choose another one, or 0 for a"
+            " free one"
+        ) from None
 
 # %% ../../nbs/19_distributed.ipynb
 def join_group(rank, world_size, host, port, timeout):
-    "In a worker: connect to the store at `host:port` and join the gloo process group as `rank` of `world_size`."
+    """In a worker: connect to the store at `host:port` and join the gloo process group
+    as `rank` of `world_size`."""
     import torch
     import torch.distributed as dist
-    torch.set_num_threads(1)                  # one thread per process: the processes share the cores
-    if host == LOOPBACK: os.environ.setdefault('GLOO_SOCKET_IFNAME', 'lo')   # gloo's own connections stay on loopback
-    wait_for = timedelta(seconds=timeout)     # how long any collective may wait for the others before it fails
+    torch.set_num_threads(1)  # one thread per process: the processes share the cores
+    if host == LOOPBACK:
+        os.environ.setdefault(
+            'GLOO_SOCKET_IFNAME', 'lo'
+        )  # gloo's own connections stay on loopback
+    wait_for = timedelta(
+        seconds=timeout
+    )  # how long any collective may wait for the others before it fails
     store = dist.TCPStore(host, port, None, False, timeout=wait_for)
-    dist.init_process_group('gloo', store=store, rank=rank, world_size=world_size, timeout=wait_for)
+    dist.init_process_group(
+        'gloo', store=store, rank=rank, world_size=world_size, timeout=wait_for
+    )
 
 # %% ../../nbs/19_distributed.ipynb
 def worker_main(rank, fn, world_size, host, port, timeout, folder, args):
-    "What each process runs: join the group, call `fn(rank, world_size, *args)` and leave its result (or its error) in `folder`."
+    """What each process runs: join the group, call `fn(rank, world_size, *args)` and
+    leave its result (or its error) in `folder`."""
     import torch.distributed as dist
     try:
         join_group(rank, world_size, host, port, timeout)
         result = fn(rank, world_size, *args)
         dist.destroy_process_group()
-    except BaseException as e:                # the parent reads why, then stops the others
-        Path(folder, f'{rank}.error').write_text(' '.join(f"{type(e).__name__}: {e}".split()))
-        sys.stdout.flush(); sys.stderr.flush()
+    except BaseException as e:  # the parent reads why, then stops the others
+        Path(folder, f'{rank}.error').write_text(
+            ' '.join(f"{type(e).__name__}: {e}".split())
+        )
+        sys.stdout.flush()
+        sys.stderr.flush()
         os._exit(1)
     tmp = Path(folder, f'{rank}.tmp')
     tmp.write_bytes(pickle.dumps(result))
     tmp.replace(Path(folder, f'{rank}.result'))
     sys.stdout.flush(); sys.stderr.flush()
-    os._exit(0)                               # done: skip the teardown, where torch's threads may still abort
+    os._exit(0)  # done: skip the teardown, where torch's threads may still abort
 
 # %% ../../nbs/19_distributed.ipynb
 def failure(rank, process, folder):
     "Why worker `rank` ended badly, in words."
-    if process.exitcode < 0: return f"worker {rank} (pid {process.pid}) was killed by {signal.Signals(-process.exitcode).name}"
+    if process.exitcode < 0:
+        return (
+            f"worker {rank} (pid {process.pid}) was killed by"
+            f" {signal.Signals(-process.exitcode).name}"
+        )
     error = Path(folder, f'{rank}.error')
-    why = error.read_text() if error.exists() else f"exited with code {process.exitcode}"
+    why = (
+        error.read_text() if error.exists() else f"exited with code {process.exitcode}"
+    )
     return f"worker {rank} (pid {process.pid}) failed: {why}"
 
 def stop(processes, grace=3.0):
-    "End every process still running: SIGTERM, then SIGKILL after `grace` seconds; reap them all."
+    """End every process still running: SIGTERM, then SIGKILL after `grace` seconds;
+    reap them all."""
     for p in processes:
         if p.is_alive(): p.terminate()
     deadline = time.monotonic() + grace
@@ -106,15 +141,24 @@ def stop(processes, grace=3.0):
 
 # %% ../../nbs/19_distributed.ipynb
 def watch(processes, folder):
-    "Wait for every worker; at the first that fails, stop the rest and raise `LaunchError` saying which and why."
-    main = threading.current_thread() is threading.main_thread()     # a SIGTERM to us ends the workers too
-    old = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM)) if main else None
+    """Wait for every worker; at the first that fails, stop the rest and raise
+    `LaunchError` saying which and why."""
+    main = (
+        threading.current_thread() is threading.main_thread()
+    )  # a SIGTERM to us ends the workers too
+    old = (
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+        if main
+        else None
+    )
     try:
         running = {p.sentinel: (rank, p) for rank, p in enumerate(processes)}
         while running:
             ended = [running.pop(s) for s in wait(list(running))]
             for _, p in ended: p.join()
-            failed = sorted((p.exitcode >= 0, rank, p) for rank, p in ended if p.exitcode != 0)   # a signal first
+            failed = sorted(
+                (p.exitcode >= 0, rank, p) for rank, p in ended if p.exitcode != 0
+            )  # a signal first
             if failed: raise LaunchError(failure(failed[0][1], failed[0][2], folder))
     finally:
         stop(processes)
@@ -122,110 +166,187 @@ def watch(processes, folder):
 
 # %% ../../nbs/19_distributed.ipynb
 def launch(fn, nprocs, args=(), port=0, timeout=60, host=LOOPBACK):
-    "Run `fn(rank, nprocs, *args)` in `nprocs` new processes joined in one gloo group; return their results by rank."
+    """Run `fn(rank, nprocs, *args)` in `nprocs` new processes joined in one gloo group;
+    return their results by rank."""
     import torch.multiprocessing as mp
-    if fn.__module__ == '__main__' and not hasattr(sys.modules['__main__'], '__file__'): raise LaunchError(
-        f"{fn.__qualname__} is defined in a notebook or an interactive session, where a new process cannot import it: define it in a module")
+    if fn.__module__ == '__main__' and not hasattr(sys.modules['__main__'], '__file__'):
+        raise LaunchError(
+            f"{fn.__qualname__} is defined in a notebook or an interactive session,"
+            " where a new process cannot import it: define it in a module"
+        )
     store = rendezvous(port, host, timeout)
     spawn = mp.get_context('spawn')
     with tempfile.TemporaryDirectory() as folder:
-        processes = [spawn.Process(target=worker_main, args=(rank, fn, nprocs, host, store.port, timeout, folder, args))
-                     for rank in range(nprocs)]
+        processes = [
+            spawn.Process(
+                target=worker_main,
+                args=(rank, fn, nprocs, host, store.port, timeout, folder, args),
+            )
+            for rank in range(nprocs)
+        ]
         for p in processes: p.start()
         watch(processes, folder)
-        return [pickle.loads(Path(folder, f'{rank}.result').read_bytes()) for rank in range(nprocs)]
+        return [
+            pickle.loads(Path(folder, f'{rank}.result').read_bytes())
+            for rank in range(nprocs)
+        ]
 
 # %% ../../nbs/19_distributed.ipynb
 def torch_ddp_grads(rank, world_size, state, x, y, k=1):
-    "In a worker: torch's DDP on this rank's shard of (x, y) in `k` micro-batches (all but the last under `no_sync`); the gradients."
+    """In a worker: torch's DDP on this rank's shard of (x, y) in `k` micro-batches (all
+    but the last under `no_sync`); the gradients."""
     import torch
     from torch.nn.parallel import DistributedDataParallel as TorchDDP
-    model = torch.nn.Sequential(torch.nn.Linear(x.shape[1], state[0].shape[0]), torch.nn.ReLU(), torch.nn.Linear(state[0].shape[0], y.shape[1])).double()
-    if rank == 0: model.load_state_dict({k_: torch.from_numpy(v) for k_, v in zip(model.state_dict(), state)})
-    ddp = TorchDDP(model)                              # rank 0's weights reach every process here
-    for i, (xb, yb) in enumerate(zip(np.split(x[rank::world_size], k), np.split(y[rank::world_size], k))):
+    model = torch.nn.Sequential(
+        torch.nn.Linear(x.shape[1], state[0].shape[0]),
+        torch.nn.ReLU(),
+        torch.nn.Linear(state[0].shape[0], y.shape[1]),
+    ).double()
+    if rank == 0:
+        model.load_state_dict(
+            {k_: torch.from_numpy(v) for k_, v in zip(model.state_dict(), state)}
+        )
+    ddp = TorchDDP(model)  # rank 0's weights reach every process here
+    for i, (xb, yb) in enumerate(
+        zip(np.split(x[rank::world_size], k), np.split(y[rank::world_size], k))
+    ):
         with ddp.no_sync() if i < k - 1 else contextlib.nullcontext():
-            (torch.nn.functional.mse_loss(ddp(torch.from_numpy(xb)), torch.from_numpy(yb)) / k).backward()
+            (
+                torch.nn.functional.mse_loss(
+                    ddp(torch.from_numpy(xb)), torch.from_numpy(yb)
+                )
+                / k
+            ).backward()
     return [p.grad.numpy() for p in model.parameters()]
 
 # %% ../../nbs/19_distributed.ipynb
 def ddp_grads(rank, world_size, state, x, y, k=1, bucket_cap_mb=25):
-    "In a worker: the same with our engine and our `DistributedDataParallel`; the gradients."
+    """In a worker: the same with our engine and our `DistributedDataParallel`; the
+    gradients."""
     import fromscratch as fs
     from fromscratch import nn
     from fromscratch.nn.parallel import DistributedDataParallel
-    model = nn.Sequential(nn.Linear(x.shape[1], state[0].shape[0]), nn.ReLU(), nn.Linear(state[0].shape[0], y.shape[1])).double()
-    if rank == 0: model.load_state_dict(dict(zip(model.state_dict(), map(fs.tensor, state))))
+    model = nn.Sequential(
+        nn.Linear(x.shape[1], state[0].shape[0]),
+        nn.ReLU(),
+        nn.Linear(state[0].shape[0], y.shape[1]),
+    ).double()
+    if rank == 0:
+        model.load_state_dict(dict(zip(model.state_dict(), map(fs.tensor, state))))
     ddp = DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
-    for i, (xb, yb) in enumerate(zip(np.split(x[rank::world_size], k), np.split(y[rank::world_size], k))):
+    for i, (xb, yb) in enumerate(
+        zip(np.split(x[rank::world_size], k), np.split(y[rank::world_size], k))
+    ):
         with ddp.no_sync() if i < k - 1 else contextlib.nullcontext():
             (nn.functional.mse_loss(ddp(fs.tensor(xb)), fs.tensor(yb)) / k).backward()
     return [p.grad.numpy() for p in model.parameters()]
 
 # %% ../../nbs/19_distributed.ipynb
 class Bucket:
-    "The gradients of some parameters side by side in one flat buffer, all-reduced in one call once all have arrived."
+    """The gradients of some parameters side by side in one flat buffer, all-reduced in
+    one call once all have arrived."""
     def __init__(self, params):
         self.params, self.slices, start = params, {}, 0
-        for p in params: self.slices[id(p)], start = slice(start, start + p.numel()), start + p.numel()
+        for p in params:
+            self.slices[id(p)], start = (
+                slice(start, start + p.numel()),
+                start + p.numel(),
+            )
         self.buffer = np.zeros(start, dtype=params[0].dtype)
         self.waiting, self.work = len(params), None
     def view(self, p): return self.buffer[self.slices[id(p)]].reshape(p.shape)
 
 def make_buckets(params, cap_bytes):
-    "Parameters in buckets of at most `cap_bytes` (at least one each), one dtype per bucket, in the order given."
+    """Parameters in buckets of at most `cap_bytes` (at least one each), one dtype per
+    bucket, in the order given."""
     buckets, current, size = [], [], 0
     for p in params:
-        if current and (size + p.array.nbytes > cap_bytes or p.dtype != current[0].dtype):
-            buckets.append(Bucket(current)); current, size = [], 0
+        if current and (
+            size + p.array.nbytes > cap_bytes or p.dtype != current[0].dtype
+        ):
+            buckets.append(Bucket(current))
+            current, size = [], 0
         current.append(p); size += p.array.nbytes
     return buckets + [Bucket(current)] if current else buckets
 
 # %% ../../nbs/19_distributed.ipynb
 class DistributedDataParallel(Module):
-    "`module` in every process of the group, its parameters equal at the start and its gradients averaged over the group in backward."
-    def __init__(self, module, process_group=None, bucket_cap_mb=25, broadcast_buffers=True):
+    """`module` in every process of the group, its parameters equal at the start and its
+    gradients averaged over the group in backward."""
+    def __init__(
+        self, module, process_group=None, bucket_cap_mb=25, broadcast_buffers=True
+    ):
         import torch.distributed as dist
+
         super().__init__()
-        self.module, self.group, self.broadcast_buffers = module, process_group, broadcast_buffers
-        self.world_size, self.require_backward_grad_sync = dist.get_world_size(process_group), True
+        self.module, self.group, self.broadcast_buffers = (
+            module,
+            process_group,
+            broadcast_buffers,
+        )
+        self.world_size, self.require_backward_grad_sync = (
+            dist.get_world_size(process_group),
+            True,
+        )
         self.params = [p for p in module.parameters() if p.requires_grad]
-        broadcast_from_rank0([p.array for p in module.parameters()] + [b.array for b in module.buffers()], process_group)
-        self.buckets = make_buckets(self.params[::-1], bucket_cap_mb * 2**20)   # backward meets the last layers first
+        broadcast_from_rank0(
+            [p.array for p in module.parameters()]
+            + [b.array for b in module.buffers()],
+            process_group,
+        )
+        self.buckets = make_buckets(
+            self.params[::-1], bucket_cap_mb * 2**20
+        )  # backward meets the last layers first
         self.bucket_of = {id(p): b for b in self.buckets for p in b.params}
         self.syncing, self.arrived, self.launched = False, 0, 0
-        for p in self.params: p.register_hook(gradient_hook(self, p))
+        for p in self.params:
+            p.register_hook(gradient_hook(self, p))
 
     @contextmanager
     def no_sync(self):
-        "Inside: forward and backward accumulate gradients in each process, without communication."
+        """Inside: forward and backward accumulate gradients in each process, without
+        communication."""
         old, self.require_backward_grad_sync = self.require_backward_grad_sync, False
         try: yield
         finally: self.require_backward_grad_sync = old
 
 # %% ../../nbs/19_distributed.ipynb
 def broadcast_from_rank0(arrays, group=None):
-    "Overwrite `arrays` in every process with rank 0's, in place: torch reads and writes the numpy memory."
+    """Overwrite `arrays` in every process with rank 0's, in place: torch reads and
+    writes the numpy memory."""
     import torch
     import torch.distributed as dist
     for a in arrays: dist.broadcast(torch.from_numpy(a), src=0, group=group)
 
 def ddp_forward(self, *args, **kwargs):
-    "`DistributedDataParallel.forward`: run the module, and get ready to sum the gradients of the backward that follows."
-    if self.syncing and self.arrived < len(self.params): raise RuntimeError(
-        "Expected to have finished reduction in the prior iteration before starting a new one. This error indicates "
-        "that your module has parameters that were not used in producing loss.")
-    training = self.training and is_grad_enabled()          # an evaluation in one process alone must not wait
-    if training and self.broadcast_buffers: broadcast_from_rank0([b.array for b in self.module.buffers()], self.group)
-    self.syncing, self.arrived, self.launched = training and self.require_backward_grad_sync, 0, 0
+    """`DistributedDataParallel.forward`: run the module, and get ready to sum the
+    gradients of the backward that follows."""
+    if self.syncing and self.arrived < len(self.params):
+        raise RuntimeError(
+            "Expected to have finished reduction in the prior iteration before starting"
+            " a new one. This error indicates that your module has parameters that were"
+            " not used in producing loss."
+        )
+    training = (
+        self.training and is_grad_enabled()
+    )  # an evaluation in one process alone must not wait
+    if training and self.broadcast_buffers:
+        broadcast_from_rank0([b.array for b in self.module.buffers()], self.group)
+    self.syncing, self.arrived, self.launched = (
+        training and self.require_backward_grad_sync,
+        0,
+        0,
+    )
     for b in self.buckets: b.waiting = len(b.params)
     return self.module(*args, **kwargs)
 
 # %% ../../nbs/19_distributed.ipynb
 def gradient_hook(ddp, p):
-    "The hook on `p`: put its whole gradient (what `.grad` holds plus what arrives) in its bucket; send full buckets."
+    """The hook on `p`: put its whole gradient (what `.grad` holds plus what arrives) in
+    its bucket; send full buckets."""
     def hook(grad):
-        if not ddp.syncing: return None                    # under no_sync: the gradient accumulates locally
+        if not ddp.syncing:
+            return None  # under no_sync: the gradient accumulates locally
         bucket = ddp.bucket_of[id(p)]
         if p.grad is None: np.copyto(bucket.view(p), grad.array)
         else: np.add(p.grad.array, grad.array, out=bucket.view(p))
@@ -235,53 +356,89 @@ def gradient_hook(ddp, p):
     return hook
 
 def launch_ready(ddp):
-    "Start the all-reduce of every full bucket, in bucket order (every process must start them in the same order)."
+    """Start the all-reduce of every full bucket, in bucket order (every process must
+    start them in the same order)."""
     import torch
     import torch.distributed as dist
     while ddp.launched < len(ddp.buckets) and ddp.buckets[ddp.launched].waiting == 0:
         b = ddp.buckets[ddp.launched]
-        b.work = dist.all_reduce(torch.from_numpy(b.buffer), group=ddp.group, async_op=True)
+        b.work = dist.all_reduce(
+            torch.from_numpy(b.buffer), group=ddp.group, async_op=True
+        )
         ddp.launched += 1
 
 # %% ../../nbs/19_distributed.ipynb
 def finish_backward(ddp, last):
-    "At the last parameter's hook, the end of backward: wait for every bucket, average, and write the `.grad`s."
+    """At the last parameter's hook, the end of backward: wait for every bucket,
+    average, and write the `.grad`s."""
     for b in ddp.buckets:
         b.work.wait()
         b.buffer /= ddp.world_size
     for p in ddp.params:
         if p is not last: p.grad = Tensor(ddp.bucket_of[id(p)].view(p).copy())
-    last.grad = None                                        # the engine stores what this hook returns
+    last.grad = None  # the engine stores what this hook returns
     return Tensor(ddp.bucket_of[id(last)].view(last).copy())
 
 DistributedDataParallel.forward = ddp_forward
 
 # %% ../../nbs/19_distributed.ipynb
 class DistributedSampler(Sampler):
-    "The indices of `dataset` for replica `rank` of `num_replicas`: every replica a disjoint shard of one shuffled order."
-    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
+    """The indices of `dataset` for replica `rank` of `num_replicas`: every replica a
+    disjoint shard of one shuffled order."""
+    def __init__(
+        self,
+        dataset,
+        num_replicas=None,
+        rank=None,
+        shuffle=True,
+        seed=0,
+        drop_last=False,
+    ):
         if num_replicas is None or rank is None:
             import torch.distributed as dist
-            if not dist.is_available(): raise RuntimeError("Requires distributed package to be available")
-            num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
+
+            if not dist.is_available():
+                raise RuntimeError("Requires distributed package to be available")
+            num_replicas = (
+                dist.get_world_size() if num_replicas is None else num_replicas
+            )
             rank = dist.get_rank() if rank is None else rank
-        if rank >= num_replicas or rank < 0: raise ValueError(f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]")
-        self.dataset, self.num_replicas, self.rank, self.shuffle, self.seed, self.drop_last = dataset, num_replicas, rank, shuffle, seed, drop_last
+        if rank >= num_replicas or rank < 0:
+            raise ValueError(
+                f"Invalid rank {rank}, rank should be in the interval [0,"
+                f" {num_replicas - 1}]"
+            )
+        (
+            self.dataset,
+            self.num_replicas,
+            self.rank,
+            self.shuffle,
+            self.seed,
+            self.drop_last,
+        ) = (dataset, num_replicas, rank, shuffle, seed, drop_last)
         self.epoch, n = 0, len(dataset)
-        self.num_samples = n // num_replicas if drop_last else -(-n // num_replicas)    # drop the rest, or pad
+        self.num_samples = (
+            n // num_replicas if drop_last else -(-n // num_replicas)
+        )  # drop the rest, or pad
         self.total_size = self.num_samples * num_replicas
     def order(self):
         "Every index of the dataset once: shuffled by `seed + epoch`, or in order."
         n = len(self.dataset)
-        return Generator(self.seed + self.epoch).numpy.permutation(n).tolist() if self.shuffle else list(range(n))
+        return (
+            Generator(self.seed + self.epoch).numpy.permutation(n).tolist()
+            if self.shuffle
+            else list(range(n))
+        )
 
     def __iter__(self):
         indices = self.order()
         if self.drop_last: indices = indices[:self.total_size]
-        while len(indices) < self.total_size: indices += indices[:self.total_size - len(indices)]   # pad from the start
+        while len(indices) < self.total_size:
+            indices += indices[: self.total_size - len(indices)]  # pad from the start
         return iter(indices[self.rank:self.total_size:self.num_replicas])
 
     def __len__(self): return self.num_samples
     def set_epoch(self, epoch):
-        "Shuffle by `epoch` from now on: call it before each epoch, with the same number in every replica."
+        """Shuffle by `epoch` from now on: call it before each epoch, with the same
+        number in every replica."""
         self.epoch = epoch

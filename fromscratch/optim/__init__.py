@@ -11,16 +11,21 @@ import copy
 import numpy as np
 
 from ..core import Tensor, clear_grads, tensor
-from . import lr_scheduler     # `optim.lr_scheduler`, the schedules of 10a_lr_scheduler
+from fromscratch.optim import (
+    lr_scheduler,
+)  # `optim.lr_scheduler`, the schedules of 10a_lr_scheduler
 
 # %% ../../nbs/10_optim.ipynb
 class Optimizer:
-    "Base class: parameter groups with their settings, per-parameter `state`, `zero_grad` and `step`."
+    """Base class: parameter groups with their settings, per-parameter `state`,
+    `zero_grad` and `step`."""
     def __init__(self, params, defaults):
         self.defaults, self.state, self.param_groups = defaults, {}, []
         if isinstance(params, Tensor):
-            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
-                            "but got a single Tensor: wrap it in a list")
+            raise TypeError(
+                "params argument given to the optimizer should be an iterable of"
+                " Tensors or dicts, but got a single Tensor: wrap it in a list"
+            )
         groups = list(params)
         if not groups: raise ValueError("optimizer got an empty parameter list")
         if not isinstance(groups[0], dict): groups = [{'params': groups}]
@@ -29,7 +34,9 @@ class Optimizer:
     def __repr__(self):
         lines = [f'{type(self).__name__} (']
         for i, g in enumerate(self.param_groups):
-            lines += [f'Parameter Group {i}'] + [f'    {k}: {v}' for k, v in sorted(g.items()) if k != 'params']
+            lines += [f'Parameter Group {i}'] + [
+                f'    {k}: {v}' for k, v in sorted(g.items()) if k != 'params'
+            ]
         return '\n'.join(lines + [')'])
 
 # %% ../../nbs/10_optim.ipynb
@@ -39,7 +46,11 @@ def _add_param_group(self, param_group):
     params = group['params']
     group['params'] = [params] if isinstance(params, Tensor) else list(params)
     for p in group['params']:
-        if not isinstance(p, Tensor): raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
+        if not isinstance(p, Tensor):
+            raise TypeError(
+                "optimizer can only optimize Tensors, but one of the params is"
+                f" {type(p).__name__}"
+            )
         if not p.is_leaf: raise ValueError("can't optimize a non-leaf Tensor")
     for name, default in self.defaults.items(): group.setdefault(name, default)
     seen = {id(p) for g in self.param_groups for p in g['params']}
@@ -52,13 +63,16 @@ Optimizer.add_param_group = _add_param_group
 # %% ../../nbs/10_optim.ipynb
 def _zero_grad(self, set_to_none=True):
     "Clear the gradients of every parameter: set them to `None`, or zero them in place."
-    clear_grads((p for group in self.param_groups for p in group['params']), set_to_none)
+    clear_grads(
+        (p for group in self.param_groups for p in group['params']), set_to_none
+    )
 
 Optimizer.zero_grad = _zero_grad
 
 # %% ../../nbs/10_optim.ipynb
 def _step(self, closure=None):
-    "Update every parameter that has a gradient; return `closure()`'s loss if a closure is given."
+    """Update every parameter that has a gradient; return `closure()`'s loss if a
+    closure is given."""
     loss = None
     if closure is not None:
         from fromscratch.core import enable_grad
@@ -67,7 +81,12 @@ def _step(self, closure=None):
         for p in group['params']:
             if p._grad is None: continue
             g = p._grad.array
-            self._update(p.array, -g if group.get('maximize') else g, self.state.setdefault(p, {}), group)
+            self._update(
+                p.array,
+                -g if group.get('maximize') else g,
+                self.state.setdefault(p, {}),
+                group,
+            )
             p.version_counter.bump()
     return loss
 
@@ -78,14 +97,36 @@ def _check(ok, message):
     if not ok: raise ValueError(message)
 
 class SGD(Optimizer):
-    "Stochastic gradient descent with optional momentum, dampening, nesterov and weight decay."
-    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, maximize=False):
+    """Stochastic gradient descent with optional momentum, dampening, nesterov and
+    weight decay."""
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        momentum=0,
+        dampening=0,
+        weight_decay=0,
+        nesterov=False,
+        maximize=False,
+    ):
         _check(lr >= 0.0, f"Invalid learning rate: {lr}")
         _check(momentum >= 0.0, f"Invalid momentum value: {momentum}")
         _check(weight_decay >= 0.0, f"Invalid weight_decay value: {weight_decay}")
-        _check(not nesterov or (momentum > 0 and dampening == 0), "Nesterov momentum requires a momentum and zero dampening")
-        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov, maximize=maximize))
+        _check(
+            not nesterov or (momentum > 0 and dampening == 0),
+            "Nesterov momentum requires a momentum and zero dampening",
+        )
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                momentum=momentum,
+                dampening=dampening,
+                weight_decay=weight_decay,
+                nesterov=nesterov,
+                maximize=maximize,
+            ),
+        )
 
 # %% ../../nbs/10_optim.ipynb
 def _sgd_update(self, p, g, state, group):
@@ -104,27 +145,53 @@ SGD._update = _sgd_update
 
 # %% ../../nbs/10_optim.ipynb
 class Adam(Optimizer):
-    "Adam: steps scaled by running estimates of the gradient's mean and square (optionally AMSGrad)."
+    """Adam: steps scaled by running estimates of the gradient's mean and square
+    (optionally AMSGrad)."""
     decoupled = False
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, maximize=False):
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0,
+        amsgrad=False,
+        maximize=False,
+    ):
         _check(lr >= 0.0, f"Invalid learning rate: {lr}")
         _check(eps >= 0.0, f"Invalid epsilon value: {eps}")
         _check(0.0 <= betas[0] < 1.0, f"Invalid beta parameter at index 0: {betas[0]}")
         _check(0.0 <= betas[1] < 1.0, f"Invalid beta parameter at index 1: {betas[1]}")
         _check(weight_decay >= 0.0, f"Invalid weight_decay value: {weight_decay}")
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                betas=tuple(betas),
+                eps=eps,
+                weight_decay=weight_decay,
+                amsgrad=amsgrad,
+                maximize=maximize,
+            ),
+        )
 
 # %% ../../nbs/10_optim.ipynb
 def _lerp(start, end, weight):
-    "`start += weight * (end - start)` in place, with torch's `lerp_` formulas for a small and a large `weight`."
+    """`start += weight * (end - start)` in place, with torch's `lerp_` formulas for a
+    small and a large `weight`."""
     if weight < 0.5: start += weight * (end - start)
     else: start[...] = end - (end - start) * (1 - weight)
 
 # %% ../../nbs/10_optim.ipynb
 def _adam_update(self, p, g, state, group):
-    lr, (beta1, beta2), eps, wd = group['lr'], group['betas'], group['eps'], group['weight_decay']
-    if not state: state.update(step=0, exp_avg=np.zeros_like(p), exp_avg_sq=np.zeros_like(p))
+    lr, (beta1, beta2), eps, wd = (
+        group['lr'],
+        group['betas'],
+        group['eps'],
+        group['weight_decay'],
+    )
+    if not state:
+        state.update(step=0, exp_avg=np.zeros_like(p), exp_avg_sq=np.zeros_like(p))
     state['step'] += 1
     if wd != 0:
         if self.decoupled: p *= 1 - lr * wd
@@ -147,20 +214,50 @@ Adam._update = _adam_update
 class AdamW(Adam):
     "Adam with decoupled weight decay: weights shrink by `lr * weight_decay` each step."
     decoupled = True
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, maximize=False):
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=1e-2,
+        amsgrad=False,
+        maximize=False,
+    ):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)
 
 # %% ../../nbs/10_optim.ipynb
 class RMSprop(Optimizer):
-    "RMSprop: steps divided by the root of a running mean of the squared gradient (optionally centered)."
-    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False, maximize=False):
+    """RMSprop: steps divided by the root of a running mean of the squared gradient
+    (optionally centered)."""
+    def __init__(
+        self,
+        params,
+        lr=1e-2,
+        alpha=0.99,
+        eps=1e-8,
+        weight_decay=0,
+        momentum=0,
+        centered=False,
+        maximize=False,
+    ):
         _check(lr >= 0.0, f"Invalid learning rate: {lr}")
         _check(eps >= 0.0, f"Invalid epsilon value: {eps}")
         _check(momentum >= 0.0, f"Invalid momentum value: {momentum}")
         _check(weight_decay >= 0.0, f"Invalid weight_decay value: {weight_decay}")
         _check(alpha >= 0.0, f"Invalid alpha value: {alpha}")
-        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                                      centered=centered, maximize=maximize))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                alpha=alpha,
+                eps=eps,
+                weight_decay=weight_decay,
+                momentum=momentum,
+                centered=centered,
+                maximize=maximize,
+            ),
+        )
 
 # %% ../../nbs/10_optim.ipynb
 def _rmsprop_update(self, p, g, state, group):
@@ -173,7 +270,7 @@ def _rmsprop_update(self, p, g, state, group):
     if group['centered']:
         m = state.setdefault('grad_avg', np.zeros_like(p))
         _lerp(m, g, 1 - alpha)
-        avg = np.sqrt(v - m * m)                   # a new array: the running average stays as it is
+        avg = np.sqrt(v - m * m)  # a new array: the running average stays as it is
     else: avg = np.sqrt(v)
     avg += eps
     if mu == 0: p -= lr * g / avg; return
@@ -190,19 +287,44 @@ def _adagrad_state(p, initial_accumulator_value):
 
 class Adagrad(Optimizer):
     "Adagrad: steps divided by the root of the sum of all the squared gradients so far."
-    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10, maximize=False):
+    def __init__(
+        self,
+        params,
+        lr=1e-2,
+        lr_decay=0,
+        weight_decay=0,
+        initial_accumulator_value=0,
+        eps=1e-10,
+        maximize=False,
+    ):
         _check(lr >= 0.0, f"Invalid learning rate: {lr}")
         _check(lr_decay >= 0.0, f"Invalid lr_decay value: {lr_decay}")
         _check(weight_decay >= 0.0, f"Invalid weight_decay value: {weight_decay}")
-        _check(initial_accumulator_value >= 0.0, f"Invalid initial_accumulator_value value: {initial_accumulator_value}")
+        _check(
+            initial_accumulator_value >= 0.0,
+            f"Invalid initial_accumulator_value value: {initial_accumulator_value}",
+        )
         _check(eps >= 0.0, f"Invalid epsilon value: {eps}")
-        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
-                                      initial_accumulator_value=initial_accumulator_value, maximize=maximize))
-        for p in (p for g in self.param_groups for p in g['params']): self.state[p] = _adagrad_state(p.array, initial_accumulator_value)
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                lr_decay=lr_decay,
+                eps=eps,
+                weight_decay=weight_decay,
+                initial_accumulator_value=initial_accumulator_value,
+                maximize=maximize,
+            ),
+        )
+        for p in (p for g in self.param_groups for p in g['params']):
+            self.state[p] = _adagrad_state(p.array, initial_accumulator_value)
 
 # %% ../../nbs/10_optim.ipynb
 def _adagrad_update(self, p, g, state, group):
-    if not state: state.update(_adagrad_state(p, self.defaults['initial_accumulator_value']))   # a group added later
+    if not state:
+        state.update(
+            _adagrad_state(p, self.defaults['initial_accumulator_value'])
+        )  # a group added later
     state['step'] += 1
     if group['weight_decay'] != 0: g = g + group['weight_decay'] * p
     lr = group['lr'] / (1 + (state['step'] - 1) * group['lr_decay'])
@@ -213,34 +335,69 @@ Adagrad._update = _adagrad_update
 
 # %% ../../nbs/10_optim.ipynb
 def _saved_value(key, value):
-    "A state entry as `state_dict` gives it: an array as a tensor copy, the step count as a float32 scalar tensor."
+    """A state entry as `state_dict` gives it: an array as a tensor copy, the step count
+    as a float32 scalar tensor."""
     if isinstance(value, np.ndarray): return tensor(value.copy())
     return tensor(float(value)) if key == 'step' else value
 
 def _state_dict(self):
-    "The state and settings, parameters numbered in group order: the layout of torch's `Optimizer.state_dict()`."
-    number = {id(p): i for i, p in enumerate(p for g in self.param_groups for p in g['params'])}
-    groups = [{**{k: v for k, v in g.items() if k != 'params'}, 'params': [number[id(p)] for p in g['params']]}
-              for g in self.param_groups]
-    state = {number[id(p)]: {k: _saved_value(k, v) for k, v in s.items()} for p, s in self.state.items() if s}
+    """The state and settings, parameters numbered in group order: the layout of torch's
+    `Optimizer.state_dict()`."""
+    number = {
+        id(p): i
+        for i, p in enumerate(p for g in self.param_groups for p in g['params'])
+    }
+    groups = [
+        {
+            **{k: v for k, v in g.items() if k != 'params'},
+            'params': [number[id(p)] for p in g['params']],
+        }
+        for g in self.param_groups
+    ]
+    state = {
+        number[id(p)]: {k: _saved_value(k, v) for k, v in s.items()}
+        for p, s in self.state.items()
+        if s
+    }
     return {'state': state, 'param_groups': groups}
 
 Optimizer.state_dict = _state_dict
 
 # %% ../../nbs/10_optim.ipynb
 def _loaded_value(key, value, p):
-    "A saved state entry as the update rules keep it: the step count as an int, a tensor as a new array of `p`'s dtype."
+    """A saved state entry as the update rules keep it: the step count as an int, a
+    tensor as a new array of `p`'s dtype."""
     if key == 'step': return int(value.item() if hasattr(value, 'item') else value)
-    return np.array(value.detach().numpy(), dtype=p.dtype) if hasattr(value, 'detach') else copy.deepcopy(value)
+    return (
+        np.array(value.detach().numpy(), dtype=p.dtype)
+        if hasattr(value, 'detach')
+        else copy.deepcopy(value)
+    )
 
 def _load_state_dict(self, state_dict):
-    "Take the state and settings in `state_dict` (ours or torch's), matching the parameters by their numbers."
+    """Take the state and settings in `state_dict` (ours or torch's), matching the
+    parameters by their numbers."""
     saved = copy.deepcopy(state_dict['param_groups'])
-    if len(saved) != len(self.param_groups): raise ValueError("loaded state dict has a different number of parameter groups")
-    if any(len(s['params']) != len(g['params']) for s, g in zip(saved, self.param_groups)):
-        raise ValueError("loaded state dict contains a parameter group that doesn't match the size of optimizer's group")
-    param = {i: p for s, g in zip(saved, self.param_groups) for i, p in zip(s['params'], g['params'])}
-    self.state = {param[i]: {k: _loaded_value(k, v, param[i]) for k, v in s.items()} for i, s in state_dict['state'].items()}
-    self.param_groups = [{**s, 'params': g['params']} for s, g in zip(saved, self.param_groups)]
+    if len(saved) != len(self.param_groups):
+        raise ValueError("loaded state dict has a different number of parameter groups")
+    if any(
+        len(s['params']) != len(g['params']) for s, g in zip(saved, self.param_groups)
+    ):
+        raise ValueError(
+            "loaded state dict contains a parameter group that doesn't match the size"
+            " of optimizer's group"
+        )
+    param = {
+        i: p
+        for s, g in zip(saved, self.param_groups)
+        for i, p in zip(s['params'], g['params'])
+    }
+    self.state = {
+        param[i]: {k: _loaded_value(k, v, param[i]) for k, v in s.items()}
+        for i, s in state_dict['state'].items()
+    }
+    self.param_groups = [
+        {**s, 'params': g['params']} for s, g in zip(saved, self.param_groups)
+    ]
 
 Optimizer.load_state_dict = _load_state_dict

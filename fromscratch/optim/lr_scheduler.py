@@ -17,53 +17,80 @@ from collections import Counter
 
 # %% ../../nbs/10a_lr_scheduler.ipynb
 class StepWatch:
-    "Stands in for `optimizer.step`: calls the optimizer's own `step` and notes, in `called`, that it ran."
+    """Stands in for `optimizer.step`: calls the optimizer's own `step` and notes, in
+    `called`, that it ran."""
     def __init__(self, optimizer):
-        self.optimizer, self.step, self.called = weakref.ref(optimizer), type(optimizer).step, False
+        self.optimizer, self.step, self.called = (
+            weakref.ref(optimizer),
+            type(optimizer).step,
+            False,
+        )
     def __call__(self, *args, **kwargs):
         self.called = True
         return self.step(self.optimizer(), *args, **kwargs)
 
 # %% ../../nbs/10a_lr_scheduler.ipynb
 def initial_lrs(optimizer, last_epoch):
-    "Each group's `initial_lr`, the base of its schedule: recorded from its `lr` for a new run, required to resume one."
+    """Each group's `initial_lr`, the base of its schedule: recorded from its `lr` for a
+    new run, required to resume one."""
     for i, group in enumerate(optimizer.param_groups):
-        if last_epoch == -1: group.setdefault('initial_lr', group['lr'])
-        elif 'initial_lr' not in group: raise KeyError(
-            f"param 'initial_lr' is not specified in param_groups[{i}] when resuming scheduler with last_epoch >= 0.\n"
-            "This typically happens when:\n1. You're trying to resume training from a checkpoint but haven't properly loaded "
-            "the optimizer state\n2. You're using last_epoch >= 0 for a fresh training run (not recommended)")
+        if last_epoch == -1:
+            group.setdefault('initial_lr', group['lr'])
+        elif 'initial_lr' not in group:
+            raise KeyError(
+                f"param 'initial_lr' is not specified in param_groups[{i}] when"
+                " resuming scheduler with last_epoch >= 0.\nThis typically happens"
+                " when:\n1. You're trying to resume training from a checkpoint but"
+                " haven't properly loaded the optimizer state\n2. You're using"
+                " last_epoch >= 0 for a fresh training run (not recommended)"
+            )
     return [group['initial_lr'] for group in optimizer.param_groups]
 
 # %% ../../nbs/10a_lr_scheduler.ipynb
 class LRScheduler:
-    "Base class: each `step()` writes `get_lr()`'s rates into the optimizer's groups; `last_epoch` counts the steps."
+    """Base class: each `step()` writes `get_lr()`'s rates into the optimizer's groups;
+    `last_epoch` counts the steps."""
     def __init__(self, optimizer, last_epoch=-1):
-        if not hasattr(optimizer, 'param_groups'): raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
-        self.optimizer, self.base_lrs, self.last_epoch = optimizer, initial_lrs(optimizer, last_epoch), last_epoch
-        if not isinstance(optimizer.step, StepWatch): optimizer.step = StepWatch(optimizer)
+        if not hasattr(optimizer, 'param_groups'):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer, self.base_lrs, self.last_epoch = (
+            optimizer,
+            initial_lrs(optimizer, last_epoch),
+            last_epoch,
+        )
+        if not isinstance(optimizer.step, StepWatch):
+            optimizer.step = StepWatch(optimizer)
         self._step_count, self._is_initial = 0, True
         self.step()
         self._is_initial = False
 
     def get_lr(self): raise NotImplementedError
     def get_last_lr(self): return self._last_lr
-    def state_dict(self): return {k: v for k, v in vars(self).items() if k != 'optimizer'}
+    def state_dict(self):
+        return {k: v for k, v in vars(self).items() if k != 'optimizer'}
     def load_state_dict(self, state_dict): vars(self).update(state_dict)
 
 # %% ../../nbs/10a_lr_scheduler.ipynb
-ORDER_WARNING = ("Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and later, you should "
-                 "call them in the opposite order: `optimizer.step()` before `lr_scheduler.step()`.  Failure to do this will "
-                 "result in PyTorch skipping the first value of the learning rate schedule. See more details at "
-                 "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate")
-EPOCH_WARNING = ("The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where possible. Please "
-                 "use `scheduler.step()` to step the scheduler. During the deprecation, if epoch is different from None, the "
-                 "closed form is used instead of the new chainable form, where available. Please open an issue if you are "
-                 "unable to replicate your use case: https://github.com/pytorch/pytorch/issues/new/choose.")
+ORDER_WARNING = (
+    "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0"
+    " and later, you should call them in the opposite order: `optimizer.step()` before"
+    " `lr_scheduler.step()`.  Failure to do this will result in PyTorch skipping the"
+    " first value of the learning rate schedule. See more details at"
+    " https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate"
+)
+EPOCH_WARNING = (
+    "The epoch parameter in `scheduler.step()` was not necessary and is being"
+    " deprecated where possible. Please use `scheduler.step()` to step the scheduler."
+    " During the deprecation, if epoch is different from None, the closed form is used"
+    " instead of the new chainable form, where available. Please open an issue if you"
+    " are unable to replicate your use case:"
+    " https://github.com/pytorch/pytorch/issues/new/choose."
+)
 
 # %% ../../nbs/10a_lr_scheduler.ipynb
 def _step(self, epoch=None):
-    "Advance the schedule one step (or to `epoch`, deprecated) and write the new rates into the optimizer's groups."
+    """Advance the schedule one step (or to `epoch`, deprecated) and write the new rates
+    into the optimizer's groups."""
     if self._step_count == 1 and not getattr(self.optimizer.step, 'called', True):
         warnings.warn(ORDER_WARNING, UserWarning, stacklevel=2)
     self._step_count += 1
@@ -71,8 +98,13 @@ def _step(self, epoch=None):
     else:
         warnings.warn(EPOCH_WARNING, UserWarning, stacklevel=2)
         self.last_epoch = epoch
-        lrs = self._get_closed_form_lr() if hasattr(self, '_get_closed_form_lr') else self.get_lr()
-    for group, lr in zip(self.optimizer.param_groups, lrs, strict=True): group['lr'] = lr
+        lrs = (
+            self._get_closed_form_lr()
+            if hasattr(self, '_get_closed_form_lr')
+            else self.get_lr()
+        )
+    for group, lr in zip(self.optimizer.param_groups, lrs, strict=True):
+        group['lr'] = lr
     self._last_lr = [group['lr'] for group in self.optimizer.param_groups]
 
 LRScheduler.step = _step
@@ -85,19 +117,28 @@ class StepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
     def get_lr(self):
         groups = self.optimizer.param_groups
-        if self.last_epoch == 0 or self.last_epoch % self.step_size != 0: return [group['lr'] for group in groups]
+        if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
+            return [group['lr'] for group in groups]
         return [group['lr'] * self.gamma for group in groups]
-    def _get_closed_form_lr(self): return [lr * self.gamma ** (self.last_epoch // self.step_size) for lr in self.base_lrs]
+    def _get_closed_form_lr(self):
+        return [
+            lr * self.gamma ** (self.last_epoch // self.step_size)
+            for lr in self.base_lrs
+        ]
 
 # %% ../../nbs/10a_lr_scheduler.ipynb
 class MultiStepLR(LRScheduler):
-    "Multiply the rate by `gamma` at each of the `milestones` (by `gamma` squared at one listed twice)."
+    """Multiply the rate by `gamma` at each of the `milestones` (by `gamma` squared at
+    one listed twice)."""
     def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
         self.milestones, self.gamma = Counter(milestones), gamma
         super().__init__(optimizer, last_epoch)
     def get_lr(self):
-        times = self.milestones[self.last_epoch]            # 0 for a step that is no milestone
-        return [group['lr'] * self.gamma ** times if times else group['lr'] for group in self.optimizer.param_groups]
+        times = self.milestones[self.last_epoch]  # 0 for a step that is no milestone
+        return [
+            group['lr'] * self.gamma**times if times else group['lr']
+            for group in self.optimizer.param_groups
+        ]
     def _get_closed_form_lr(self):
         times = bisect_right(sorted(self.milestones.elements()), self.last_epoch)
         return [lr * self.gamma ** times for lr in self.base_lrs]
@@ -110,93 +151,177 @@ class ExponentialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
     def get_lr(self):
         groups = self.optimizer.param_groups
-        return [group['lr'] for group in groups] if self._is_initial else [group['lr'] * self.gamma for group in groups]
-    def _get_closed_form_lr(self): return [lr * self.gamma ** self.last_epoch for lr in self.base_lrs]
+        return (
+            [group['lr'] for group in groups]
+            if self._is_initial
+            else [group['lr'] * self.gamma for group in groups]
+        )
+    def _get_closed_form_lr(self):
+        return [lr * self.gamma**self.last_epoch for lr in self.base_lrs]
 
 # %% ../../nbs/10a_lr_scheduler.ipynb
 class CosineAnnealingLR(LRScheduler):
-    "Half a cosine from the base rate down to `eta_min` over `T_max` steps (and back up over the next `T_max`)."
+    """Half a cosine from the base rate down to `eta_min` over `T_max` steps (and back
+    up over the next `T_max`)."""
     def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
         self.T_max, self.eta_min = T_max, eta_min
         super().__init__(optimizer, last_epoch)
     def get_lr(self):
-        t, T, low, groups = self.last_epoch, self.T_max, self.eta_min, self.optimizer.param_groups
+        t, T, low, groups = (
+            self.last_epoch,
+            self.T_max,
+            self.eta_min,
+            self.optimizer.param_groups,
+        )
         if self._is_initial: return [group['lr'] for group in groups]
-        if (t - 1 - T) % (2 * T) == 0:                     # the bottom of the cosine: add, since the ratio below is 0/0
-            return [group['lr'] + (base - low) * (1 - math.cos(math.pi / T)) / 2 for base, group in zip(self.base_lrs, groups)]
-        return [(1 + math.cos(math.pi * t / T)) / (1 + math.cos(math.pi * (t - 1) / T)) * (group['lr'] - low) + low
-                for group in groups]
+        if (t - 1 - T) % (
+            2 * T
+        ) == 0:  # the bottom of the cosine: add, since the ratio below is 0/0
+            return [
+                group['lr'] + (base - low) * (1 - math.cos(math.pi / T)) / 2
+                for base, group in zip(self.base_lrs, groups)
+            ]
+        return [
+            (1 + math.cos(math.pi * t / T))
+            / (1 + math.cos(math.pi * (t - 1) / T))
+            * (group['lr'] - low)
+            + low
+            for group in groups
+        ]
     def _get_closed_form_lr(self):
-        return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
-                for base in self.base_lrs]
+        return [
+            self.eta_min
+            + (base - self.eta_min)
+            * (1 + math.cos(math.pi * self.last_epoch / self.T_max))
+            / 2
+            for base in self.base_lrs
+        ]
 
 # %% ../../nbs/10a_lr_scheduler.ipynb
 class LambdaLR(LRScheduler):
-    "The base rate times `lr_lambda(step)`: one function for every group, or a list of one per group."
+    """The base rate times `lr_lambda(step)`: one function for every group, or a list of
+    one per group."""
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
         n = len(optimizer.param_groups)
-        if not isinstance(lr_lambda, (list, tuple)): lr_lambda = [lr_lambda] * n
-        elif len(lr_lambda) != n: raise ValueError(f"Expected {n} lr_lambdas, but got {len(lr_lambda)}")
+        if not isinstance(lr_lambda, (list, tuple)):
+            lr_lambda = [lr_lambda] * n
+        elif len(lr_lambda) != n:
+            raise ValueError(f"Expected {n} lr_lambdas, but got {len(lr_lambda)}")
         self.lr_lambdas = list(lr_lambda)
         super().__init__(optimizer, last_epoch)
-    def get_lr(self): return [base * f(self.last_epoch) for f, base in zip(self.lr_lambdas, self.base_lrs)]
+    def get_lr(self):
+        return [
+            base * f(self.last_epoch) for f, base in zip(self.lr_lambdas, self.base_lrs)
+        ]
 
 # %% ../../nbs/10a_lr_scheduler.ipynb
 def _lambda_state_dict(self):
-    "The scheduler's state; of its `lr_lambdas`, the attributes of those that are objects, None for plain functions."
-    state = {k: v for k, v in vars(self).items() if k not in ('optimizer', 'lr_lambdas')}
-    state['lr_lambdas'] = [None if isinstance(f, types.FunctionType) else dict(vars(f)) for f in self.lr_lambdas]
+    """The scheduler's state; of its `lr_lambdas`, the attributes of those that are
+    objects, None for plain functions."""
+    state = {
+        k: v for k, v in vars(self).items() if k not in ('optimizer', 'lr_lambdas')
+    }
+    state['lr_lambdas'] = [
+        None if isinstance(f, types.FunctionType) else dict(vars(f))
+        for f in self.lr_lambdas
+    ]
     return state
 
 def _lambda_load_state_dict(self, state_dict):
-    "Take the state in `state_dict`, giving the saved attributes back to the `lr_lambdas` that are objects."
+    """Take the state in `state_dict`, giving the saved attributes back to the
+    `lr_lambdas` that are objects."""
     state = dict(state_dict)
     for f, saved in zip(self.lr_lambdas, state.pop('lr_lambdas')):
         if saved is not None: vars(f).update(saved)
     vars(self).update(state)
 
-LambdaLR.state_dict, LambdaLR.load_state_dict = _lambda_state_dict, _lambda_load_state_dict
+LambdaLR.state_dict, LambdaLR.load_state_dict = (
+    _lambda_state_dict,
+    _lambda_load_state_dict,
+)
 
 # %% ../../nbs/10a_lr_scheduler.ipynb
 def per_group(name, optimizer, value):
-    "`value` for each of `optimizer`'s groups: a list or tuple of one per group, or one number for all."
+    """`value` for each of `optimizer`'s groups: a list or tuple of one per group, or
+    one number for all."""
     n = len(optimizer.param_groups)
     if not isinstance(value, (list, tuple)): return [value] * n
-    if len(value) != n: raise ValueError(f"{name} must have the same length as optimizer.param_groups. "
-                                         f"{name} has {len(value)} values, param_groups has {n}.")
+    if len(value) != n:
+        raise ValueError(
+            f"{name} must have the same length as optimizer.param_groups. "
+            f"{name} has {len(value)} values, param_groups has {n}."
+        )
     return list(value)
 
 def one_cycle_steps(total_steps, epochs, steps_per_epoch):
     "`total_steps`, or else `epochs * steps_per_epoch`, checked as torch checks them."
     if total_steps is not None:
-        if total_steps <= 0 or not isinstance(total_steps, int): raise ValueError(f"Expected positive integer total_steps, but got {total_steps}")
+        if total_steps <= 0 or not isinstance(total_steps, int):
+            raise ValueError(
+                f"Expected positive integer total_steps, but got {total_steps}"
+            )
         return total_steps
-    if epochs is None or steps_per_epoch is None: raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
-    if not isinstance(epochs, int) or epochs <= 0: raise ValueError(f"Expected positive integer epochs, but got {epochs}")
+    if epochs is None or steps_per_epoch is None:
+        raise ValueError(
+            "You must define either total_steps OR (epochs AND steps_per_epoch)"
+        )
+    if not isinstance(epochs, int) or epochs <= 0:
+        raise ValueError(f"Expected positive integer epochs, but got {epochs}")
     if not isinstance(steps_per_epoch, int) or steps_per_epoch <= 0:
-        raise ValueError(f"Expected positive integer steps_per_epoch, but got {steps_per_epoch}")
+        raise ValueError(
+            f"Expected positive integer steps_per_epoch, but got {steps_per_epoch}"
+        )
     return epochs * steps_per_epoch
 
 # %% ../../nbs/10a_lr_scheduler.ipynb
 def one_cycle_phases(total_steps, pct_start, three_phase):
-    "The phases of the cycle: where each ends, and the group settings its rate and momentum go from and to."
+    """The phases of the cycle: where each ends, and the group settings its rate and
+    momentum go from and to."""
     def phase(end_step, lrs, momenta):
-        return dict(end_step=end_step, start_lr=lrs[0], end_lr=lrs[1], start_momentum=momenta[0], end_momentum=momenta[1])
-    up = phase(float(pct_start * total_steps) - 1, ('initial_lr', 'max_lr'), ('max_momentum', 'base_momentum'))
-    if not three_phase: return [up, phase(total_steps - 1, ('max_lr', 'min_lr'), ('base_momentum', 'max_momentum'))]
-    return [up, phase(float(2 * pct_start * total_steps) - 2, ('max_lr', 'initial_lr'), ('base_momentum', 'max_momentum')),
-            phase(total_steps - 1, ('initial_lr', 'min_lr'), ('max_momentum', 'max_momentum'))]
+        return dict(
+            end_step=end_step,
+            start_lr=lrs[0],
+            end_lr=lrs[1],
+            start_momentum=momenta[0],
+            end_momentum=momenta[1],
+        )
+    up = phase(
+        float(pct_start * total_steps) - 1,
+        ('initial_lr', 'max_lr'),
+        ('max_momentum', 'base_momentum'),
+    )
+    if not three_phase:
+        return [
+            up,
+            phase(
+                total_steps - 1, ('max_lr', 'min_lr'), ('base_momentum', 'max_momentum')
+            ),
+        ]
+    return [
+        up,
+        phase(
+            float(2 * pct_start * total_steps) - 2,
+            ('max_lr', 'initial_lr'),
+            ('base_momentum', 'max_momentum'),
+        ),
+        phase(
+            total_steps - 1, ('initial_lr', 'min_lr'), ('max_momentum', 'max_momentum')
+        ),
+    ]
 
 def phase_at(phases, step):
-    "The phase that `step` is in (the last one for any step beyond it) and how far through it, 0 at its start, 1 at its end."
+    """The phase that `step` is in (the last one for any step beyond it) and how far
+    through it, 0 at its start, 1 at its end."""
     start = 0.0
     for i, phase in enumerate(phases):
-        if step <= phase['end_step'] or i == len(phases) - 1: return phase, (step - start) / (phase['end_step'] - start)
+        if step <= phase['end_step'] or i == len(phases) - 1:
+            return phase, (step - start) / (phase['end_step'] - start)
         start = phase['end_step']
 
 # %% ../../nbs/10a_lr_scheduler.ipynb
 def anneal_cos(start, end, pct):
-    "From `start` at `pct=0` to `end` at `pct=1` along half a cosine, flat at both ends."
+    """From `start` at `pct=0` to `end` at `pct=1` along half a cosine, flat at both
+    ends."""
     return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
 
 def anneal_linear(start, end, pct):
@@ -207,16 +332,23 @@ ANNEAL = {'cos': anneal_cos, 'linear': anneal_linear}
 
 # %% ../../nbs/10a_lr_scheduler.ipynb
 def set_momentum(group, value, use_beta1):
-    "Write `value` into the group's momentum: `betas[0]` for Adam's family, else `momentum`."
+    """Write `value` into the group's momentum: `betas[0]` for Adam's family, else
+    `momentum`."""
     if use_beta1: group['betas'] = (value, *group['betas'][1:])
     else: group['momentum'] = value
 
 def start_momentum_cycle(optimizer, base_momentum, max_momentum, last_epoch):
-    "Give each group its momentum range, and (for a new run) the momentum of step 0; True if the momentum is `betas[0]`."
+    """Give each group its momentum range, and (for a new run) the momentum of step 0;
+    True if the momentum is `betas[0]`."""
     if 'momentum' not in optimizer.defaults and 'betas' not in optimizer.defaults:
-        raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+        raise ValueError(
+            "optimizer must support momentum or beta1 with `cycle_momentum` option"
+            " enabled"
+        )
     use_beta1 = 'betas' in optimizer.defaults
-    highs, lows = per_group('max_momentum', optimizer, max_momentum), per_group('base_momentum', optimizer, base_momentum)
+    highs, lows = per_group('max_momentum', optimizer, max_momentum), per_group(
+        'base_momentum', optimizer, base_momentum
+    )
     if last_epoch == -1:
         for group, high, low in zip(optimizer.param_groups, highs, lows):
             set_momentum(group, high, use_beta1)
@@ -225,33 +357,78 @@ def start_momentum_cycle(optimizer, base_momentum, max_momentum, last_epoch):
 
 # %% ../../nbs/10a_lr_scheduler.ipynb
 class OneCycleLR(LRScheduler):
-    "Leslie Smith's one cycle: the rate rises to `max_lr` and anneals to almost 0 over `total_steps`; the momentum mirrors it."
-    def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3, anneal_strategy='cos',
-                 cycle_momentum=True, base_momentum=0.85, max_momentum=0.95, div_factor=25.0, final_div_factor=1e4,
-                 three_phase=False, last_epoch=-1):
-        if not hasattr(optimizer, 'param_groups'): raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+    """Leslie Smith's one cycle: the rate rises to `max_lr` and anneals to almost 0 over
+    `total_steps`; the momentum mirrors it."""
+    def __init__(
+        self,
+        optimizer,
+        max_lr,
+        total_steps=None,
+        epochs=None,
+        steps_per_epoch=None,
+        pct_start=0.3,
+        anneal_strategy='cos',
+        cycle_momentum=True,
+        base_momentum=0.85,
+        max_momentum=0.95,
+        div_factor=25.0,
+        final_div_factor=1e4,
+        three_phase=False,
+        last_epoch=-1,
+    ):
+        if not hasattr(optimizer, 'param_groups'):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         self.total_steps = one_cycle_steps(total_steps, epochs, steps_per_epoch)
-        self._schedule_phases = one_cycle_phases(self.total_steps, pct_start, three_phase)
+        self._schedule_phases = one_cycle_phases(
+            self.total_steps, pct_start, three_phase
+        )
         if pct_start < 0 or pct_start > 1 or not isinstance(pct_start, float):
-            raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
-        if anneal_strategy not in ANNEAL: raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}")
+            raise ValueError(
+                f"Expected float between 0 and 1 pct_start, but got {pct_start}"
+            )
+        if anneal_strategy not in ANNEAL:
+            raise ValueError(
+                "anneal_strategy must be one of 'cos' or 'linear', instead got"
+                f" {anneal_strategy}"
+            )
         self._anneal_func_type, self.cycle_momentum = anneal_strategy, cycle_momentum
-        for group, top in zip(optimizer.param_groups, per_group('max_lr', optimizer, max_lr)):
-            if last_epoch == -1: group.update(initial_lr=top / div_factor, max_lr=top, min_lr=top / div_factor / final_div_factor)
-        if cycle_momentum: self.use_beta1 = start_momentum_cycle(optimizer, base_momentum, max_momentum, last_epoch)
+        for group, top in zip(
+            optimizer.param_groups, per_group('max_lr', optimizer, max_lr)
+        ):
+            if last_epoch == -1:
+                group.update(
+                    initial_lr=top / div_factor,
+                    max_lr=top,
+                    min_lr=top / div_factor / final_div_factor,
+                )
+        if cycle_momentum:
+            self.use_beta1 = start_momentum_cycle(
+                optimizer, base_momentum, max_momentum, last_epoch
+            )
         super().__init__(optimizer, last_epoch)
 
 # %% ../../nbs/10a_lr_scheduler.ipynb
 def _one_cycle_lr(self):
-    "Each group's rate at step `last_epoch`, annealed within the phase the step is in; sets the momentum on the way."
+    """Each group's rate at step `last_epoch`, annealed within the phase the step is in;
+    sets the momentum on the way."""
     step, anneal = self.last_epoch, ANNEAL[self._anneal_func_type]
-    if step > self.total_steps: raise ValueError(f"Tried to step {step} times. The specified number of total steps is {self.total_steps}")
+    if step > self.total_steps:
+        raise ValueError(
+            f"Tried to step {step} times. The specified number of total steps is"
+            f" {self.total_steps}"
+        )
     phase, pct = phase_at(self._schedule_phases, step)
     lrs = []
     for group in self.optimizer.param_groups:
         lrs.append(anneal(group[phase['start_lr']], group[phase['end_lr']], pct))
         if self.cycle_momentum:
-            set_momentum(group, anneal(group[phase['start_momentum']], group[phase['end_momentum']], pct), self.use_beta1)
+            set_momentum(
+                group,
+                anneal(
+                    group[phase['start_momentum']], group[phase['end_momentum']], pct
+                ),
+                self.use_beta1,
+            )
     return lrs
 
 OneCycleLR.get_lr = _one_cycle_lr

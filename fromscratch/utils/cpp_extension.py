@@ -43,19 +43,24 @@ GELU_KERNELS = r"""
 using std::erfc; using std::exp;
 #endif
 
-// GELU(x) = x Phi(x), with Phi(x) = erfc(-x / sqrt 2) / 2: erfc keeps the digits that 1 + erf loses for x << 0.
+// GELU(x) = x Phi(x), with Phi(x) = erfc(-x / sqrt 2) / 2: erfc keeps the digits
+// that 1 + erf loses for x << 0.
 template <typename T> FS_HOST_DEVICE inline T gelu(T x) {
     return x * T(0.5) * erfc(-x * T(0.70710678118654752440));
 }
-// dGELU/dx = Phi(x) + x phi(x), with phi(x) = exp(-x^2 / 2) / sqrt(2 pi), the normal density.
+// dGELU/dx = Phi(x) + x phi(x), with phi(x) = exp(-x^2 / 2) / sqrt(2 pi), the normal
+// density.
 template <typename T> FS_HOST_DEVICE inline T gelu_derivative(T x) {
-    return T(0.5) * erfc(-x * T(0.70710678118654752440)) + x * T(0.39894228040143267794) * exp(T(-0.5) * x * x);
+    return T(0.5) * erfc(-x * T(0.70710678118654752440))
+           + x * T(0.39894228040143267794) * exp(T(-0.5) * x * x);
 }
 template <typename T> void gelu_forward_loop(const T* x, T* out, int64_t n) {
     for (int64_t i = 0; i < n; ++i) out[i] = gelu(x[i]);
 }
-template <typename T> void gelu_backward_loop(const T* grad_output, const T* x, T* grad_input, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) grad_input[i] = grad_output[i] * gelu_derivative(x[i]);
+template <typename T>
+void gelu_backward_loop(const T* grad_output, const T* x, T* grad_input, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+        grad_input[i] = grad_output[i] * gelu_derivative(x[i]);
 }
 """
 
@@ -63,37 +68,59 @@ template <typename T> void gelu_backward_loop(const T* grad_output, const T* x, 
 COMPILERS = ('c++', 'g++', 'clang++')
 
 def find_compiler():
-    "The C++ compiler to run: `$CXX` if it is set, else the first of c++, g++, clang++ on the PATH."
+    """The C++ compiler to run: `$CXX` if it is set, else the first of c++, g++, clang++
+    on the PATH."""
     if os.environ.get('CXX'):
         found = shutil.which(os.environ['CXX'])
-        if found is None: raise RuntimeError(f"CXX is set to {os.environ['CXX']!r}, which is not a compiler on the PATH: "
-                                             "point CXX at one (CXX=g++), or unset it to look for c++, g++ and clang++")
+        if found is None:
+            raise RuntimeError(
+                f"CXX is set to {os.environ['CXX']!r}, which is not a compiler on the"
+                " PATH: point CXX at one (CXX=g++), or unset it to look for c++, g++"
+                " and clang++"
+            )
         return found
     for name in COMPILERS:
         if shutil.which(name): return shutil.which(name)
-    raise RuntimeError(f"no C++ compiler found (looked for {', '.join(COMPILERS)}; set CXX to use another one): "
-                       "on Debian/Ubuntu apt-get install g++, on macOS xcode-select --install")
+    raise RuntimeError(
+        f"no C++ compiler found (looked for {', '.join(COMPILERS)}; set CXX to use"
+        " another one): on Debian/Ubuntu apt-get install g++, on macOS xcode-select"
+        " --install"
+    )
 
 # %% ../../nbs/20_extension.ipynb
 def find_ninja(search_path=None):
-    "The `ninja` that torch's `load_inline` builds with: on the PATH, or where pip put it next to this Python."
-    search_path = search_path if search_path is not None else os.pathsep.join([os.environ.get('PATH', ''), sysconfig.get_path('scripts')])
+    """The `ninja` that torch's `load_inline` builds with: on the PATH, or where pip put
+    it next to this Python."""
+    search_path = (
+        search_path
+        if search_path is not None
+        else os.pathsep.join(
+            [os.environ.get('PATH', ''), sysconfig.get_path('scripts')]
+        )
+    )
     found = shutil.which('ninja', path=search_path)
-    if found is None: raise RuntimeError("ninja not found (torch's load_inline builds with it): "
-                                         "pip install ninja, or on Debian/Ubuntu apt-get install ninja-build")
+    if found is None:
+        raise RuntimeError(
+            "ninja not found (torch's load_inline builds with it): "
+            "pip install ninja, or on Debian/Ubuntu apt-get install ninja-build"
+        )
     return found
 
 def python_headers():
     "The folder of `Python.h`, which every torch extension includes through pybind11."
     include = sysconfig.get_paths()['include']
     if not os.path.exists(os.path.join(include, 'Python.h')):
-        raise RuntimeError(f"Python's C headers are missing (no Python.h in {include}): on Debian/Ubuntu apt-get install python3-dev")
+        raise RuntimeError(
+            f"Python's C headers are missing (no Python.h in {include}): on"
+            " Debian/Ubuntu apt-get install python3-dev"
+        )
     return include
 
 # %% ../../nbs/20_extension.ipynb
 GELU_TORCH_BINDINGS = r"""
 torch::Tensor gelu_forward(torch::Tensor x) {
-    TORCH_CHECK(x.device().is_cpu(), "gelu_forward: expected a CPU tensor, got one on ", x.device());
+    TORCH_CHECK(x.device().is_cpu(),
+                "gelu_forward: expected a CPU tensor, got one on ", x.device());
     x = x.contiguous();
     auto out = torch::empty_like(x);
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gelu_forward", [&] {
@@ -102,13 +129,15 @@ torch::Tensor gelu_forward(torch::Tensor x) {
     return out;
 }
 torch::Tensor gelu_backward(torch::Tensor grad_output, torch::Tensor x) {
-    TORCH_CHECK(grad_output.sizes() == x.sizes(), "gelu_backward: grad_output of size ", grad_output.sizes(),
+    TORCH_CHECK(grad_output.sizes() == x.sizes(),
+                "gelu_backward: grad_output of size ", grad_output.sizes(),
                 " does not match the input's size ", x.sizes());
     grad_output = grad_output.to(x.scalar_type()).contiguous();
     x = x.contiguous();
     auto grad_input = torch::empty_like(x);
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "gelu_backward", [&] {
-        gelu_backward_loop(grad_output.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), grad_input.data_ptr<scalar_t>(), x.numel());
+        gelu_backward_loop(grad_output.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(),
+                           grad_input.data_ptr<scalar_t>(), x.numel());
     });
     return grad_input;
 }
@@ -116,18 +145,26 @@ torch::Tensor gelu_backward(torch::Tensor grad_output, torch::Tensor x) {
 
 # %% ../../nbs/20_extension.ipynb
 def extensions_root():
-    "Where compiled extensions are kept: `$FROMSCRATCH_EXTENSIONS_DIR`, else fromscratch/extensions in the user's cache folder."
-    if os.environ.get('FROMSCRATCH_EXTENSIONS_DIR'): return Path(os.environ['FROMSCRATCH_EXTENSIONS_DIR'])
-    return Path(os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache') / 'fromscratch' / 'extensions'
+    """Where compiled extensions are kept: `$FROMSCRATCH_EXTENSIONS_DIR`, else
+    fromscratch/extensions in the user's cache folder."""
+    if os.environ.get('FROMSCRATCH_EXTENSIONS_DIR'):
+        return Path(os.environ['FROMSCRATCH_EXTENSIONS_DIR'])
+    return (
+        Path(os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache')
+        / 'fromscratch'
+        / 'extensions'
+    )
 
 def source_key(*parts):
-    "A short hash of everything a build depends on: same parts, same key; any change, a new key."
+    """A short hash of everything a build depends on: same parts, same key; any change,
+    a new key."""
     return hashlib.sha256('\0'.join(map(str, parts)).encode()).hexdigest()[:16]
 
 # %% ../../nbs/20_extension.ipynb
 @contextlib.contextmanager
 def build_lock(directory):
-    "Hold an exclusive `flock` on `directory/.build.lock`: the OS releases it when its process ends, even killed."
+    """Hold an exclusive `flock` on `directory/.build.lock`: the OS releases it when its
+    process ends, even killed."""
     import fcntl
     with open(Path(directory) / '.build.lock', 'a') as f:
         fcntl.flock(f, fcntl.LOCK_EX)
@@ -147,28 +184,52 @@ def set_environ(**values):
 
 # %% ../../nbs/20_extension.ipynb
 def torch_load_inline(name, cpp_sources, functions, build_directory=None, **kwargs):
-    "torch's `load_inline`, built in a folder keyed by the sources, under a lock that no killed build can leave behind."
+    """torch's `load_inline`, built in a folder keyed by the sources, under a lock that
+    no killed build can leave behind."""
     import torch
     from torch.utils import cpp_extension
     cpp_sources = [cpp_sources] if isinstance(cpp_sources, str) else list(cpp_sources)
     cxx, ninja, _ = find_compiler(), find_ninja(), python_headers()
-    key = source_key(torch.__version__, sys.version, cxx, *cpp_sources, functions, sorted(kwargs.items()))
+    key = source_key(
+        torch.__version__,
+        sys.version,
+        cxx,
+        *cpp_sources,
+        functions,
+        sorted(kwargs.items())
+    )
     folder = Path(build_directory or extensions_root() / 'torch') / f'{name}_{key}'
     folder.mkdir(parents=True, exist_ok=True)
-    with build_lock(folder), set_environ(CXX=cxx, PATH=os.path.dirname(ninja) + os.pathsep + os.environ.get('PATH', '')):
-        (folder / 'lock').unlink(missing_ok=True)    # no build of ours is running here: a killed one left it
-        return cpp_extension.load_inline(name, cpp_sources, functions=functions, build_directory=str(folder), **kwargs)
+    with build_lock(folder), set_environ(
+        CXX=cxx, PATH=os.path.dirname(ninja) + os.pathsep + os.environ.get('PATH', '')
+    ):
+        (folder / 'lock').unlink(
+            missing_ok=True
+        )  # no build of ours is running here: a killed one left it
+        return cpp_extension.load_inline(
+            name,
+            cpp_sources,
+            functions=functions,
+            build_directory=str(folder),
+            **kwargs
+        )
 
 # %% ../../nbs/20_extension.ipynb
 @functools.cache
 def gelu_torch_extension():
-    "Compile (once) and load the GELU kernels as a torch extension with `gelu_forward` and `gelu_backward`."
-    return torch_load_inline('fs_gelu_torch', [GELU_KERNELS, GELU_TORCH_BINDINGS], ['gelu_forward', 'gelu_backward'],
-                             extra_cflags=['-O2'])
+    """Compile (once) and load the GELU kernels as a torch extension with `gelu_forward`
+    and `gelu_backward`."""
+    return torch_load_inline(
+        'fs_gelu_torch',
+        [GELU_KERNELS, GELU_TORCH_BINDINGS],
+        ['gelu_forward', 'gelu_backward'],
+        extra_cflags=['-O2'],
+    )
 
 @functools.cache
 def gelu_torch_function():
-    "Build (once) `GELUCpp`, a `torch.autograd.Function` whose forward and backward run the C++ kernels."
+    """Build (once) `GELUCpp`, a `torch.autograd.Function` whose forward and backward
+    run the C++ kernels."""
     import torch
     from torch.autograd.function import once_differentiable
     ext = gelu_torch_extension()
@@ -179,17 +240,24 @@ def gelu_torch_function():
             return ext.gelu_forward(x)
         @staticmethod
         @once_differentiable
-        def backward(ctx, grad_output): return ext.gelu_backward(grad_output, *ctx.saved_tensors)
+        def backward(ctx, grad_output):
+            return ext.gelu_backward(grad_output, *ctx.saved_tensors)
     return GELUCpp
 
 # %% ../../nbs/20_extension.ipynb
 GELU_C_API = r"""
-extern "C" void gelu_forward_f64(const double* x, double* out, int64_t n) { gelu_forward_loop(x, out, n); }
-extern "C" void gelu_forward_f32(const float* x, float* out, int64_t n) { gelu_forward_loop(x, out, n); }
-extern "C" void gelu_backward_f64(const double* grad_output, const double* x, double* grad_input, int64_t n) {
+extern "C" void gelu_forward_f64(const double* x, double* out, int64_t n) {
+    gelu_forward_loop(x, out, n);
+}
+extern "C" void gelu_forward_f32(const float* x, float* out, int64_t n) {
+    gelu_forward_loop(x, out, n);
+}
+extern "C" void gelu_backward_f64(const double* grad_output, const double* x,
+                                  double* grad_input, int64_t n) {
     gelu_backward_loop(grad_output, x, grad_input, n);
 }
-extern "C" void gelu_backward_f32(const float* grad_output, const float* x, float* grad_input, int64_t n) {
+extern "C" void gelu_backward_f32(const float* grad_output, const float* x,
+                                  float* grad_input, int64_t n) {
     gelu_backward_loop(grad_output, x, grad_input, n);
 }
 """
@@ -198,97 +266,198 @@ extern "C" void gelu_backward_f32(const float* grad_output, const float* x, floa
 BASE_FLAGS = ('-O2', '-shared', '-fPIC', '-std=c++17')
 
 def compile_library(name, command, source, library, verbose=False):
-    "Compile `source` with `command` in a private folder, then rename the finished library to `library` (atomic)."
+    """Compile `source` with `command` in a private folder, then rename the finished
+    library to `library` (atomic)."""
     with tempfile.TemporaryDirectory(prefix=f'.{name}-', dir=library.parent) as tmp:
         cpp, built = Path(tmp) / f'{name}.cpp', Path(tmp) / library.name
         cpp.write_text(source)
-        result = subprocess.run([*command, str(cpp), '-o', str(built)], capture_output=True, text=True)
-        if verbose: print(' '.join([*command, str(cpp), '-o', str(built)]), result.stdout, result.stderr, sep='\n')
-        if result.returncode != 0: raise RuntimeError(f"Error building extension '{name}':\n{result.stderr}")
+        result = subprocess.run(
+            [*command, str(cpp), '-o', str(built)], capture_output=True, text=True
+        )
+        if verbose:
+            print(
+                ' '.join([*command, str(cpp), '-o', str(built)]),
+                result.stdout,
+                result.stderr,
+                sep='\n',
+            )
+        if result.returncode != 0:
+            raise RuntimeError(f"Error building extension '{name}':\n{result.stderr}")
         os.replace(built, library)
 
 # %% ../../nbs/20_extension.ipynb
-def build_library(name, source, extra_cflags=(), build_directory=None, rebuild=False, verbose=False):
-    "The path of the library built from `source`: compiled only when no finished one with its key is there."
+def build_library(
+    name, source, extra_cflags=(), build_directory=None, rebuild=False, verbose=False
+):
+    """The path of the library built from `source`: compiled only when no finished one
+    with its key is there."""
     command = [find_compiler(), *BASE_FLAGS, *extra_cflags]
     folder = Path(build_directory or extensions_root())
     folder.mkdir(parents=True, exist_ok=True)
     library = folder / f'{name}_{source_key(*command, source)}.so'
-    if rebuild or not library.exists(): compile_library(name, command, source, library, verbose)
+    if rebuild or not library.exists():
+        compile_library(name, command, source, library, verbose)
     return library
 
 # %% ../../nbs/20_extension.ipynb
-ARGUMENT_TYPES = {       # C type: (ctypes type, numpy dtype of the array it points to or None for a number, written to?)
-    'const double*': (ctypes.c_void_p, np.float64, False), 'double*': (ctypes.c_void_p, np.float64, True),
-    'const float*': (ctypes.c_void_p, np.float32, False), 'float*': (ctypes.c_void_p, np.float32, True),
-    'int64_t': (ctypes.c_int64, None, False), 'int': (ctypes.c_int, None, False),
-    'double': (ctypes.c_double, None, False), 'float': (ctypes.c_float, None, False)}
-RETURN_TYPES = {'void': None, 'double': ctypes.c_double, 'float': ctypes.c_float, 'int64_t': ctypes.c_int64, 'int': ctypes.c_int}
+# C type: (ctypes type, numpy dtype of the array it points to or None for a number,
+# written to?)
+ARGUMENT_TYPES = {
+    'const double*': (ctypes.c_void_p, np.float64, False),
+    'double*': (ctypes.c_void_p, np.float64, True),
+    'const float*': (ctypes.c_void_p, np.float32, False),
+    'float*': (ctypes.c_void_p, np.float32, True),
+    'int64_t': (ctypes.c_int64, None, False),
+    'int': (ctypes.c_int, None, False),
+    'double': (ctypes.c_double, None, False),
+    'float': (ctypes.c_float, None, False),
+}
+RETURN_TYPES = {
+    'void': None,
+    'double': ctypes.c_double,
+    'float': ctypes.c_float,
+    'int64_t': ctypes.c_int64,
+    'int': ctypes.c_int,
+}
 
 def c_type(text):
-    "A C type as one spelling: 'const double *' and 'const double*' are both 'const double*'."
+    """A C type as one spelling: 'const double *' and 'const double*' are both 'const
+    double*'."""
     return re.sub(r'\s*\*', '*', ' '.join(text.split()))
 
 # %% ../../nbs/20_extension.ipynb
 def parse_declaration(source, name):
-    "The return type and parameter types of the `extern \"C\"` function `name` in `source`, checked against the tables."
-    m = re.search(r'extern\s+"C"\s+([\w\s*]+?)\s*\b' + re.escape(name) + r'\s*\(([^)]*)\)', source)
-    if m is None: raise RuntimeError(f'no extern "C" function named {name} in the sources: declare it as '
-                                     f'extern "C" <type> {name}(...), so that the compiler does not mangle its name')
+    """The return type and parameter types of the `extern \"C\"` function `name` in
+    `source`, checked against the tables."""
+    m = re.search(
+        r'extern\s+"C"\s+([\w\s*]+?)\s*\b' + re.escape(name) + r'\s*\(([^)]*)\)', source
+    )
+    if m is None:
+        raise RuntimeError(
+            f'no extern "C" function named {name} in the sources: declare it as extern'
+            f' "C" <type> {name}(...), so that the compiler does not mangle its name'
+        )
     params = [p.strip() for p in m[2].split(',') if p.strip() not in ('', 'void')]
-    types_ = [c_type(p) if c_type(p) in ARGUMENT_TYPES else c_type(re.sub(r'\w+$', '', p)) for p in params]   # drop the name
+    types_ = [
+        c_type(p) if c_type(p) in ARGUMENT_TYPES else c_type(re.sub(r'\w+$', '', p))
+        for p in params
+    ]  # drop the name
     for t in [c_type(m[1]), *types_]:
         if t not in ARGUMENT_TYPES and t not in RETURN_TYPES:
-            raise RuntimeError(f"{name}: ctypes cannot pass the C type {t!r} from Python here; use one of {', '.join(ARGUMENT_TYPES)}")
+            raise RuntimeError(
+                f"{name}: ctypes cannot pass the C type {t!r} from Python here; use one"
+                f" of {', '.join(ARGUMENT_TYPES)}"
+            )
     return c_type(m[1]), types_
 
 # %% ../../nbs/20_extension.ipynb
 def as_argument(function, i, value, ctype):
-    "Check argument `i` of `function` against its C type and return what ctypes passes: an array's address, or the number."
+    """Check argument `i` of `function` against its C type and return what ctypes
+    passes: an array's address, or the number."""
     _, dtype, written = ARGUMENT_TYPES[ctype]
-    if dtype is None: return float(value) if ctype in ('double', 'float') else operator.index(value)
+    if dtype is None:
+        return float(value) if ctype in ('double', 'float') else operator.index(value)
     if not isinstance(value, np.ndarray):
-        raise TypeError(f"{function}(): argument {i} ({ctype}) must be a numpy array, not {type(value).__name__}")
+        raise TypeError(
+            f"{function}(): argument {i} ({ctype}) must be a numpy array, not"
+            f" {type(value).__name__}"
+        )
     if value.dtype != dtype:
-        raise TypeError(f"{function}(): argument {i} ({ctype}) must be a {np.dtype(dtype).name} array, got {value.dtype.name}")
+        raise TypeError(
+            f"{function}(): argument {i} ({ctype}) must be a {np.dtype(dtype).name}"
+            f" array, got {value.dtype.name}"
+        )
     if not value.flags.c_contiguous:
-        raise ValueError(f"{function}(): argument {i} ({ctype}) is not C-contiguous; np.ascontiguousarray makes a copy that is")
+        raise ValueError(
+            f"{function}(): argument {i} ({ctype}) is not C-contiguous;"
+            " np.ascontiguousarray makes a copy that is"
+        )
     if written and not value.flags.writeable:
-        raise ValueError(f"{function}(): argument {i} ({ctype}) is read-only, but the function writes to it")
+        raise ValueError(
+            f"{function}(): argument {i} ({ctype}) is read-only, but the function"
+            " writes to it"
+        )
     return value.ctypes.data
 
 # %% ../../nbs/20_extension.ipynb
 class CFunction:
-    "A function of a loaded library, called with numpy arrays and numbers that are checked against its C declaration."
+    """A function of a loaded library, called with numpy arrays and numbers that are
+    checked against its C declaration."""
     def __init__(self, library, name, restype, argtypes, doc=''):
-        self.__name__, self.__doc__, self.restype, self.argtypes = name, doc or None, restype, argtypes
+        self.__name__, self.__doc__, self.restype, self.argtypes = (
+            name,
+            doc or None,
+            restype,
+            argtypes,
+        )
         self.function = getattr(library, name)
         self.function.restype = RETURN_TYPES[restype]
         self.function.argtypes = [ARGUMENT_TYPES[t][0] for t in argtypes]
     def __call__(self, *args):
         if len(args) != len(self.argtypes):
-            raise TypeError(f"{self.__name__}() takes {len(self.argtypes)} arguments ({len(args)} given)")
-        return self.function(*[as_argument(self.__name__, i, a, t) for i, (a, t) in enumerate(zip(args, self.argtypes))])
-    def __repr__(self): return f"<C function {self.restype} {self.__name__}({', '.join(self.argtypes)})>"
+            raise TypeError(
+                f"{self.__name__}() takes {len(self.argtypes)} arguments ({len(args)}"
+                " given)"
+            )
+        return self.function(
+            *[
+                as_argument(self.__name__, i, a, t)
+                for i, (a, t) in enumerate(zip(args, self.argtypes))
+            ]
+        )
+    def __repr__(self):
+        return (
+            f"<C function {self.restype} {self.__name__}({', '.join(self.argtypes)})>"
+        )
 
 # %% ../../nbs/20_extension.ipynb
-def load_inline(name, cpp_sources, functions, build_directory=None, extra_cflags=(), verbose=False):
-    "Compile `cpp_sources` (once per source) and return a module whose `functions` take numpy arrays."
+def load_inline(
+    name, cpp_sources, functions, build_directory=None, extra_cflags=(), verbose=False
+):
+    """Compile `cpp_sources` (once per source) and return a module whose `functions`
+    take numpy arrays."""
     source = cpp_sources if isinstance(cpp_sources, str) else '\n'.join(cpp_sources)
-    docs = functions if isinstance(functions, dict) else dict.fromkeys([functions] if isinstance(functions, str) else functions, '')
-    declarations = {f: parse_declaration(source, f) for f in docs}      # a misspelt name fails before compiling
-    library = build_library(name, source, extra_cflags, build_directory, verbose=verbose)
-    try: handle = ctypes.CDLL(str(library))
-    except OSError: handle = ctypes.CDLL(str(build_library(name, source, extra_cflags, build_directory, rebuild=True, verbose=verbose)))
-    module = types.ModuleType(name, f'The functions {", ".join(docs)} of the C++ extension {name}, compiled in {library}.')
+    docs = (
+        functions
+        if isinstance(functions, dict)
+        else dict.fromkeys([functions] if isinstance(functions, str) else functions, '')
+    )
+    declarations = {
+        f: parse_declaration(source, f) for f in docs
+    }  # a misspelt name fails before compiling
+    library = build_library(
+        name, source, extra_cflags, build_directory, verbose=verbose
+    )
+    try:
+        handle = ctypes.CDLL(str(library))
+    except OSError:
+        handle = ctypes.CDLL(
+            str(
+                build_library(
+                    name,
+                    source,
+                    extra_cflags,
+                    build_directory,
+                    rebuild=True,
+                    verbose=verbose,
+                )
+            )
+        )
+    module = types.ModuleType(
+        name,
+        f'The functions {", ".join(docs)} of the C++ extension {name}, compiled in'
+        f' {library}.',
+    )
     module.__file__ = str(library)
-    for f, doc in docs.items(): setattr(module, f, CFunction(handle, f, *declarations[f], doc))
+    for f, doc in docs.items():
+        setattr(module, f, CFunction(handle, f, *declarations[f], doc))
     return module
 
 # %% ../../nbs/20_extension.ipynb
 @functools.cache
 def gelu_extension():
-    "Compile (once) and load the GELU kernels with our own `load_inline`, for float64 and float32."
+    """Compile (once) and load the GELU kernels with our own `load_inline`, for float64
+    and float32."""
     names = [f'gelu_{d}_{t}' for d in ('forward', 'backward') for t in ('f64', 'f32')]
     return load_inline('fs_gelu', [GELU_KERNELS, GELU_C_API], names)
 
@@ -296,7 +465,8 @@ DTYPE_SUFFIX = {np.dtype(np.float64): 'f64', np.dtype(np.float32): 'f32'}
 
 def gelu_kernel(direction, dtype):
     "The C function for `direction` ('forward' or 'backward') on arrays of `dtype`."
-    if dtype not in DTYPE_SUFFIX: raise RuntimeError(f'"gelu_{direction}" not implemented for \'{dtype}\'')
+    if dtype not in DTYPE_SUFFIX:
+        raise RuntimeError(f'"gelu_{direction}" not implemented for \'{dtype}\'')
     return getattr(gelu_extension(), f'gelu_{direction}_{DTYPE_SUFFIX[dtype]}')
 
 # %% ../../nbs/20_extension.ipynb
@@ -310,15 +480,21 @@ def gelu_forward_array(x):
 def gelu_backward_array(grad_output, x):
     "The gradient of GELU at `x` times `grad_output`, computed by the C++ kernel."
     if grad_output.shape != x.shape:
-        raise RuntimeError(f"gelu_backward: grad_output of shape {list(grad_output.shape)} does not match the input's shape {list(x.shape)}")
-    x, grad_output = np.asarray(x, order='C'), np.asarray(grad_output, dtype=x.dtype, order='C')
+        raise RuntimeError(
+            f"gelu_backward: grad_output of shape {list(grad_output.shape)} does not"
+            f" match the input's shape {list(x.shape)}"
+        )
+    x, grad_output = np.asarray(x, order='C'), np.asarray(
+        grad_output, dtype=x.dtype, order='C'
+    )
     grad_input = np.empty_like(x)
     gelu_kernel('backward', x.dtype)(grad_output, x, grad_input, x.size)
     return grad_input
 
 # %% ../../nbs/20_extension.ipynb
 class GELUExtensionBackward(Function):
-    "`grad_output * GELU'(x)` by the C++ kernel, as an op of its own, so that a gradient through GELU has a gradient."
+    """`grad_output * GELU'(x)` by the C++ kernel, as an op of its own, so that a
+    gradient through GELU has a gradient."""
     @staticmethod
     def forward(ctx, grad_output, x):
         ctx.save_for_backward(grad_output, x)
@@ -326,7 +502,9 @@ class GELUExtensionBackward(Function):
     @staticmethod
     def backward(ctx, grad):
         grad_output, x = ctx.saved_tensors
-        second = (-0.5 * x * x).exp() * (2 - x * x) * (1 / math.sqrt(2 * math.pi))     # GELU''(x) = phi(x) (2 - x^2)
+        second = (
+            (-0.5 * x * x).exp() * (2 - x * x) * (1 / math.sqrt(2 * math.pi))
+        )  # GELU''(x) = phi(x) (2 - x^2)
         return GELUExtensionBackward.apply(grad, x), grad * grad_output * second
 
 # %% ../../nbs/20_extension.ipynb
