@@ -32,7 +32,10 @@ def free_port():
 
 def lab_command(port, token):
     "The README's `make lab`, pointed at this interpreter's environment, without a browser: (command, extra env)."
-    args = f'--no-browser --ip=127.0.0.1 --port={port} --IdentityProvider.token={token} --ServerApp.port_retries=0'
+    # expose_app_in_browser: the tests read the notebook's cells from JupyterLab's own objects (its
+    # windowed notebook puts only the cells on screen in the page)
+    args = (f'--no-browser --ip=127.0.0.1 --port={port} --IdentityProvider.token={token} '
+            '--ServerApp.port_retries=0 --LabApp.expose_app_in_browser=True')
     venv = Path(sys.prefix)
     if shutil.which('make'):
         # -o: take the environment as installed (it is: this test runs in it) instead of rebuilding it
@@ -329,3 +332,33 @@ def test_a_link_in_the_index_opens_its_notebook(browser, lab):
         time.sleep(0.25)
     browser.evaluate(f'{link}.click()')
     wait_for_notebook(browser, '06_tensor.ipynb')
+
+
+_CELLS = """JSON.stringify(Array.from(window.jupyterapp.shell.widgets('main'))
+  .find(w => w.content && w.content.widgets && w.isVisible).content.widgets
+  .map(c => [c.model.type, c.isHidden, c.model.sharedModel.getSource().split('\\n')[0]]))"""
+
+
+def cells_in_lab(browser):
+    return [(kind, hidden, first) for kind, hidden, first in json.loads(browser.evaluate(_CELLS))]
+
+
+@pytest.mark.parametrize('name', ['05_value.ipynb', '12a_train.ipynb'])
+def test_a_solution_folds_its_prose_and_code_as_one_in_the_lab(browser, lab, name):
+    browser.events = []
+    browser.call('Page.navigate', url=lab.url(f'/lab/tree/{name}'))
+    wait_for_notebook(browser, name)
+    deadline, problems = time.monotonic() + 30, ['not checked']
+    while problems and time.monotonic() < deadline:    # the lab folds as it parses the headings
+        time.sleep(0.5)
+        cells, under, problems = cells_in_lab(browser), None, []
+        for kind, hidden, first in cells:
+            if kind == 'markdown' and first.startswith('#'):
+                under = first if first.startswith('#### Solution') else None
+                if under and hidden: problems.append(f'{first} is hidden itself')
+            elif under and not hidden: problems.append(f'{under}: {kind} cell {first[:30]!r} shows')
+    assert problems == [] and any(f.startswith('#### Solution') for _, _, f in cells), problems
+    # opening the headings (as the arrow beside each does) shows every solution cell again
+    browser.evaluate("window.jupyterapp.commands.execute('notebook:expand-all-headings')", promise=True)
+    time.sleep(1)
+    assert not any(hidden for _, hidden, _ in cells_in_lab(browser))

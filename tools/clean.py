@@ -5,12 +5,14 @@
 
 `nbdev_clean` strips execution counts and stray metadata, and it renames the kernel to `python3`. JupyterLab
 then undoes part of that the moment a learner opens a notebook: it names the kernel "Python 3 (ipykernel)",
-adds the kernel's `language_info`, and marks a cell whose outputs are folded as `collapsed`. The notebook
+adds the kernel's `language_info`, and marks a cell whose outputs are folded as `collapsed`; and it folds a
+collapsed heading's section whole only if the markdown cells in it are marked too (see below). The notebook
 shows as changed before anyone typed, autosave writes it, and `git pull` of the next lesson refuses to
 overwrite it. So after nbdev's cleaning this script stores those three things as the lab would, and a
 notebook that is opened and saved stays byte for byte what was committed.
 """
 import platform
+import re
 import sys
 from pathlib import Path
 
@@ -29,8 +31,31 @@ def language_info():
             'pygments_lexer': 'ipython3', 'version': platform.python_version()}
 
 
+FOLDED = 'jp-MarkdownHeadingCollapsed'
+
+
+def heading_level(source):
+    "The level of the first markdown heading of a cell's source, 0 if it has none."
+    m = re.search(r'^(#{1,6}) ', re.sub(r'^```.*?^```', '', source, flags=re.M | re.S), re.M)
+    return len(m.group(1)) if m else 0
+
+
+def fold_whole_sections(cells):
+    """Mark every markdown cell under a collapsed heading with the heading's key too. JupyterLab 4.6
+    folds the cells below a collapsed heading only as far as the first markdown cell whose headings it
+    has parsed, and on opening a notebook it parses only the cells so marked: without the key, a
+    solution's prose and code would show under its folded heading."""
+    level = 0
+    for cell in cells:
+        if cell['cell_type'] != 'markdown': continue
+        here = heading_level(cell['source'])
+        if here and (not level or here <= level): level = here if cell['metadata'].get(FOLDED) else 0
+        elif level and not here: cell['metadata'][FOLDED] = True
+
+
 def as_jupyterlab_writes(nb):
     "Put back the metadata JupyterLab adds on opening a notebook (an existing `language_info` is kept)."
+    fold_whole_sections(nb['cells'])
     meta = nb['metadata']
     if meta.get('kernelspec', {}).get('name') == 'python3':
         meta['kernelspec']['display_name'] = KERNEL_DISPLAY_NAME
