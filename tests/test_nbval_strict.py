@@ -40,3 +40,31 @@ def test_wrong_output_fails(tmp_path):
     r = run_nbval(tmp_path, '41\n')
     assert r.returncode == 1, r.stdout
     assert 'Unrun reference cell' not in r.stdout
+
+
+# A printed comparison is also a check: re-running a notebook whose code has been changed so that
+# ours and torch's disagree fails at that cell, so tools/refresh.py cannot store the divergence.
+
+def run_changed(old, new):
+    "Execute a copy of 00_testing with `old` replaced by `new` in one cell; the error it stopped on."
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+    root = Path(__file__).resolve().parents[1]
+    nb = nbformat.read(root / 'nbs' / '00_testing.ipynb', as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == 'code' and old in c.source]
+    assert len(cells) == 1, old
+    cells[0].source = cells[0].source.replace(old, new)
+    try: NotebookClient(nb, timeout=120, kernel_name='python3',
+                        resources={'metadata': {'path': str(root / 'nbs')}}).execute()
+    except CellExecutionError as e: return str(e)
+    return None
+
+
+def test_a_value_that_disagrees_with_torch_fails_the_notebook():
+    error = run_changed('(softplus, torch.nn.functional.softplus', '(softplus, torch.nn.functional.relu')
+    assert error and 'AssertionError' in error and 'softplus' in error
+
+
+def test_an_error_that_disagrees_with_torch_fails_the_notebook():
+    error = run_changed("torch.nn.functional.softplus('x')", 'torch.nn.functional.softplus(torch.ones(1))')
+    assert error and 'the errors differ' in error and 'no error' in error
