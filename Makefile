@@ -18,17 +18,17 @@ SERVE_ARGS ?=
 
 install: $(STAMP)
 
-# The first run takes about 5 minutes and says what each step installs and how long it took; later runs
+# The first run takes 2 to 5 minutes and says what each step installs and how long it took; later runs
 # start at once. `make install` does only this part.
 STEP = @echo "== set-up, step $(1) of 3: $(2)"; date +%s > $(VENV)/.step-start
 DONE = @echo "   done in $$(( $$(date +%s) - $$(cat $(VENV)/.step-start) )) s"
 $(STAMP): setup.py settings.ini
-	@echo "Setting up the course in $(VENV): first run only, about 5 minutes, nothing to answer."
+	@echo "Setting up the course in $(VENV): first run only, 2 to 5 minutes, nothing to answer."
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(call STEP,1,$(TORCH) - the CPU build of about 200 MB (1 to 2 minutes))
+	$(call STEP,1,$(TORCH) - the CPU build of about 200 MB (under a minute to 2 minutes))
 	@$(PY) -m pip install --quiet "$(TORCH)"
 	$(DONE)
-	$(call STEP,2,the kit and its tools - numpy and JupyterLab and nbdev and pytest and Sphinx (2 to 3 minutes))
+	$(call STEP,2,the kit and its tools - numpy and JupyterLab and nbdev and pytest and Sphinx (1 to 3 minutes))
 	@$(PY) -m pip install --quiet -e ".[dev]"
 	$(DONE)
 	$(call STEP,3,the notebooks' Python 3 kernel (a few seconds))
