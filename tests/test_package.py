@@ -75,12 +75,28 @@ def shadowed_builtin_uses(module):
 # where a module means its own binding (the dtype `bool`, say), the use is listed here
 MEANT = {'fromscratch.core': {'bool'}}
 
-@pytest.mark.parametrize('name', ['fromscratch.core', 'fromscratch.ops', 'fromscratch.hooks', 'fromscratch.serialization',
-                                  'fromscratch.autograd', 'fromscratch.nn', 'fromscratch.nn.functional', 'fromscratch.data'])
+def with_submodules(names):
+    "These modules, and every module inside those that are packages."
+    import importlib, pkgutil
+    found = []
+    for name in names:
+        found.append(name)
+        module = importlib.import_module(name)
+        if hasattr(module, '__path__'):
+            found += [i.name for i in pkgutil.walk_packages(module.__path__, name + '.')]
+    return sorted(set(found))
+
+def meant(name):
+    "The builtin names that module `name` (or the package it is in) means as its own."
+    return set().union(*[v for k, v in MEANT.items() if name == k or name.startswith(k + '.')])
+
+@pytest.mark.parametrize('name', with_submodules(['fromscratch.core', 'fromscratch.ops', 'fromscratch.hooks',
+                                                  'fromscratch.serialization', 'fromscratch.autograd', 'fromscratch.nn',
+                                                  'fromscratch.nn.functional', 'fromscratch.data']))
 def test_functions_reach_builtins_through_builtins(name):
     "`float`, `int`, `all`, `any`, `sum`, `max`... are fromscratch's own in these modules: a builtin is `builtins.any`."
     import importlib
-    uses = [(line, n) for line, n in shadowed_builtin_uses(importlib.import_module(name)) if n not in MEANT.get(name, set())]
+    uses = [(line, n) for line, n in shadowed_builtin_uses(importlib.import_module(name)) if n not in meant(name)]
     assert uses == [], f'{name}: builtin names used where the module rebinds them: {uses}'
 
 
@@ -137,3 +153,17 @@ def test_notebook_code_fits_88_columns():
                      if len(line) > 88 and not line.startswith('#|')]      # a directive is one line
     assert not long, f'{len(long)} code lines over 88 characters (python tools/wrap.py wraps most):\n' + \
         '\n'.join(long[:20])
+
+
+# Each module does one job and a reader can hold it in mind: none is over 600 lines. The modules listed
+# here are still larger, waiting to be split by job; the list may only shrink.
+MODULE_LINES = 600
+STILL_LARGER = {'core.py', 'ops.py', 'bench.py', 'data.py', 'func.py', 'nn/__init__.py', 'nn/functional.py'}
+
+def test_no_module_is_over_600_lines():
+    package = Path(__file__).resolve().parents[1] / 'fromscratch'
+    sizes = {str(p.relative_to(package)): len(p.read_text().splitlines())
+             for p in package.rglob('*.py') if p.name != '_modidx.py'}
+    over = {name for name, n in sizes.items() if n > MODULE_LINES}
+    assert over - STILL_LARGER == set(), f'over {MODULE_LINES} lines: { {n: sizes[n] for n in over - STILL_LARGER} }'
+    assert STILL_LARGER - over == set(), f'now {MODULE_LINES} lines or fewer, take them off STILL_LARGER: {STILL_LARGER - over}'
