@@ -33,6 +33,7 @@ def signature(obj):
         return 'callable'
     # a default that is an object prints its address and the module it lives in: keep its kind and name
     text = re.sub(r'<function (\S+) at 0x[0-9a-f]+>', r'<function \1>', text)
+    text = re.sub(r"<module '([\w.]+)' from '[^']*'>", r"<module '\1'>", text)
     return re.sub(r'<(?:[\w.]+\.)?(\w+) object at 0x[0-9a-f]+>', r'<\1 object>', text)
 
 
