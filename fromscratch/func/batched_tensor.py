@@ -3,7 +3,7 @@
 # %% auto 0
 __all__ = ['ITEM_ERROR', 'LogicalArray', 'BatchedTensor', 'unwrap_all', 'wrap_all', 'batched_everywhere']
 
-# %% ../../nbs/15_func.ipynb 8
+# %% ../../nbs/15_func.ipynb
 import math
 from types import SimpleNamespace
 
@@ -11,7 +11,7 @@ from ..core import Tensor, Expand, forward_mode
 from ..ops import Reshape
 from ..autograd.forward_ad import transforms as interposers
 
-# %% ../../nbs/15_func.ipynb 47
+# %% ../../nbs/15_func.ipynb
 ITEM_ERROR = (
     "vmap: It looks like you're calling .item() on a Tensor. We don't support vmap over"
     " calling .item() on a Tensor, please try to rewrite what you're doing with other"
@@ -32,7 +32,7 @@ class LogicalArray:
     def item(self): raise RuntimeError(ITEM_ERROR)
     def tolist(self): raise RuntimeError(ITEM_ERROR)
 
-# %% ../../nbs/15_func.ipynb 48
+# %% ../../nbs/15_func.ipynb
 class BatchedTensor(Tensor):
     """What a function under `vmap` sees: one sample (`array`: its shape, no data) of
     `value`, whose dimension 0 is the batch."""
@@ -62,7 +62,7 @@ class BatchedTensor(Tensor):
     def __repr__(self):
         return f"BatchedTensor(lvl={self.level.depth}, bdim=0, value=\n{self.value!r})"
 
-# %% ../../nbs/15_func.ipynb 63
+# %% ../../nbs/15_func.ipynb
 def unwrap_all(t):
     """The plain tensor under the `BatchedTensor` wrappers of `t`, and their levels,
     outermost wrapper first."""
@@ -75,7 +75,7 @@ def wrap_all(t, levels):
     for level in reversed(levels): t = BatchedTensor(t, level)
     return t
 
-# %% ../../nbs/15_func.ipynb 64
+# %% ../../nbs/15_func.ipynb
 def batched_everywhere(t):
     """`t` batched at every running vmap level (copies along the levels it does not vary
     with): one variable per sample."""

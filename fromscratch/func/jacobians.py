@@ -3,7 +3,7 @@
 # %% auto 0
 __all__ = ['identity_like', 'jacrev', 'jacfwd', 'hessian']
 
-# %% ../../nbs/15_func.ipynb 11
+# %% ../../nbs/15_func.ipynb
 import math
 
 import numpy as np
@@ -14,7 +14,7 @@ from .reverse_mode import gradients
 from .autodiff import check_argnums, with_fresh, jvp
 from .batching import vmap
 
-# %% ../../nbs/15_func.ipynb 85
+# %% ../../nbs/15_func.ipynb
 def identity_like(t):
     """The identity matrix of `t`'s size, each row in `t`'s shape: every direction along
     one element, as one batch."""
@@ -37,7 +37,7 @@ def jacrev(func, argnums=0):
         return finish(jacs[0] if isinstance(argnums, int) else jacs, args)
     return wrapper
 
-# %% ../../nbs/15_func.ipynb 86
+# %% ../../nbs/15_func.ipynb
 def jacfwd(func, argnums=0):
     """The Jacobian of `func` by forward mode: one forward pass on the batch of
     directions eₖ (`vmap` of the jvp), columns J eₖ."""

@@ -3,7 +3,7 @@
 # %% auto 0
 __all__ = ['transforms', 'Transforms', 'transform', 'is_float', 'fresh_input', 'finish', 'reaches_outside']
 
-# %% ../../nbs/15_func.ipynb 4
+# %% ../../nbs/15_func.ipynb
 import contextlib
 
 from ..core import Tensor, AccumulateGrad, forward_mode
@@ -12,7 +12,7 @@ from ..autograd.forward_ad import transforms as interposers
 from .pytree import tree_flatten, tree_map
 from .batched_tensor import batched_everywhere
 
-# %% ../../nbs/15_func.ipynb 18
+# %% ../../nbs/15_func.ipynb
 class Transforms:
     """How many function transforms are running, and the fresh leaves they made (the
     outermost one hands back results without them)."""
@@ -52,7 +52,7 @@ def fresh_input(t):
     transforms.fresh.append(leaf)
     return x
 
-# %% ../../nbs/15_func.ipynb 19
+# %% ../../nbs/15_func.ipynb
 def finish(tree, inputs, own=()):
     """What the outermost transform hands back: each tensor without the history that
     only the transforms' own leaves (and `own`) gave it."""

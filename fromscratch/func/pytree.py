@@ -3,7 +3,7 @@
 # %% auto 0
 __all__ = ['tree_flatten', 'tree_map']
 
-# %% ../../nbs/15_func.ipynb 15
+# %% ../../nbs/15_func.ipynb
 def tree_flatten(tree):
     """The tensors and other leaves of nested tuples, lists and dicts, and a function
     that rebuilds the structure from new leaves."""

@@ -3,10 +3,10 @@
 # %% auto 0
 __all__ = ['functional_call', 'swapped']
 
-# %% ../../nbs/15_func.ipynb 7
+# %% ../../nbs/15_func.ipynb
 import contextlib
 
-# %% ../../nbs/15_func.ipynb 43
+# %% ../../nbs/15_func.ipynb
 def functional_call(
     module,
     parameter_and_buffer_dicts,
@@ -56,7 +56,7 @@ def functional_call(
     with swapped(module, values):
         return module(*(args if isinstance(args, tuple) else (args,)), **(kwargs or {}))
 
-# %% ../../nbs/15_func.ipynb 44
+# %% ../../nbs/15_func.ipynb
 @contextlib.contextmanager
 def swapped(module, values):
     """Put the tensors `values` (by dotted name) in the place of the module's parameters
