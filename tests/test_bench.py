@@ -123,10 +123,10 @@ def test_cli_data_parallel(quick_run):
 
 def test_data_parallel_report_lines():
     d = {'batch': 256, 'steps': 10, 'rows': [dict(nproc=1, step=0.02, allreduce=1e-5), dict(nproc=2, step=0.04, allreduce=0.004)]}
-    lines = bench._data_parallel_lines({'data_parallel': d})
+    lines = bench.report._data_parallel_lines({'data_parallel': d})
     assert lines[1].startswith('9. data parallel') and 'global batch 256' in lines[1]
     assert lines[-2].split()[0] == '1' and lines[-2].endswith('1.00') and lines[-1].endswith('0.50')
-    assert bench._data_parallel_lines({}) == []
+    assert bench.report._data_parallel_lines({}) == []
 
 
 def test_cli_help_lists_options_and_hides_worker():
@@ -171,7 +171,7 @@ def one_error_line(r):
 ])
 def test_cli_bad_arguments_exit_2_before_any_work(args, message, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
-    monkeypatch.setattr(bench, 'run_benchmarks', lambda *a, **k: pytest.fail('the benchmark started'))
+    monkeypatch.setattr(bench.cli, 'run_benchmarks', lambda *a, **k: pytest.fail('the benchmark started'))
     with pytest.raises(SystemExit) as e: bench.main(args)
     out, err = capsys.readouterr()
     assert e.value.code == 2 and out == '' and f'python -m fromscratch.bench: error: {message}' in err
@@ -197,7 +197,7 @@ def test_cli_without_torch_says_what_to_install():
 
 def test_cli_dead_worker_is_one_line(capsys, monkeypatch, tmp_path):
     real = bench.run_worker
-    monkeypatch.setattr(bench, 'run_worker', lambda kind, spec, threads=1: real('memory', dict(window=5, threads=1)))
+    monkeypatch.setattr(bench.run, 'run_worker', lambda kind, spec, threads=1: real('memory', dict(window=5, threads=1)))
     assert bench.main(['--quick', '--json', str(tmp_path / 'r.json')]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err == ['matmul ladder ...', "python -m fromscratch.bench: error: the memory worker died (exit code 1): KeyError: 'steps'"]
@@ -208,7 +208,7 @@ def test_cli_results_that_cannot_be_written_after_the_run(capsys, monkeypatch, t
     folder = tmp_path / 'out'; folder.mkdir()
     def run_then_remove_the_folder(*args, **kwargs):
         shutil.rmtree(folder); return fake_results()
-    monkeypatch.setattr(bench, 'run_benchmarks', run_then_remove_the_folder)
+    monkeypatch.setattr(bench.cli, 'run_benchmarks', run_then_remove_the_folder)
     assert bench.main(['--json', str(folder / 'r.json')]) == 1
     err = capsys.readouterr().err
     assert err.startswith('python -m fromscratch.bench: error: [Errno 2] No such file or directory') and err.count('\n') == 1
@@ -216,7 +216,7 @@ def test_cli_results_that_cannot_be_written_after_the_run(capsys, monkeypatch, t
 
 def test_cli_interrupted(capsys, monkeypatch, tmp_path):
     def interrupted(*args, **kwargs): raise KeyboardInterrupt
-    monkeypatch.setattr(bench, 'run_benchmarks', interrupted)
+    monkeypatch.setattr(bench.cli, 'run_benchmarks', interrupted)
     assert bench.main(['--json', str(tmp_path / 'r.json')]) == 130
     assert capsys.readouterr().err == 'python -m fromscratch.bench: interrupted\n'
 
@@ -227,16 +227,16 @@ def test_cli_times_the_notebooks_only_in_the_full_run(args, notebooks, monkeypat
     seen = {}
     def record(quick, rounds, threads, notebooks, log):
         seen.update(quick=quick, notebooks=notebooks); return fake_results()
-    monkeypatch.setattr(bench, 'run_benchmarks', record)
+    monkeypatch.setattr(bench.cli, 'run_benchmarks', record)
     assert bench.main([*args, '--json', str(tmp_path / 'r.json')]) == 0
     assert seen == {'quick': '--quick' in args, 'notebooks': notebooks}
     assert json.loads((tmp_path / 'r.json').read_text())['notebooks'] == fake_results()['notebooks']
 
 
 def test_skip_reasons():
-    assert bench._skip_reason(quick=True, notebooks=False) == '--quick leaves it out: it takes minutes'
-    assert bench._skip_reason(quick=False, notebooks=False) == '--skip-notebooks'
-    assert bench._skip_reason(quick=False, notebooks=True).startswith('no nbs/ folder')
+    assert bench.run._skip_reason(quick=True, notebooks=False) == '--quick leaves it out: it takes minutes'
+    assert bench.run._skip_reason(quick=False, notebooks=False) == '--skip-notebooks'
+    assert bench.run._skip_reason(quick=False, notebooks=True).startswith('no nbs/ folder')
     text = format_report({**fake_results(), 'notebooks': None, 'notebooks_skipped': '--skip-notebooks'})
     assert '6. notebook suite: skipped (--skip-notebooks)' in text
 
@@ -397,11 +397,11 @@ def test_flatness_check_catches_a_leak():
         loss = step()
         kept.append(loss)                                 # keeps every step's graph alive
         return loss
-    bench_step = bench.make_step
+    bench_step = bench.memory.make_step
     try:
-        bench.make_step = lambda contender, batch, seed=0, threads=1: leaky
+        bench.memory.make_step = lambda contender, batch, seed=0, threads=1: leaky
         m = memory_profile(steps=60, window=20, batch=16)
-    finally: bench.make_step = bench_step
+    finally: bench.memory.make_step = bench_step
     assert not is_flat(m['peaks'])
     assert graph_alive(leaky) > 0
 
@@ -496,7 +496,7 @@ def test_gc_profile_counts_collections():
     c = gc_profile(steps=50, batch=8)
     assert c['steps'] == 50 and c['collections'] == [0, 0, 0] and c['share'] == 0 and c['tracked_per_step'] == 0
     garbage = []
-    real = bench.make_step
+    real = bench.memory.make_step
     def cyclic(contender, batch, seed=0, threads=1):
         step = real(contender, batch)
         def wrapped():
@@ -504,9 +504,9 @@ def test_gc_profile_counts_collections():
             return step()
         return wrapped
     try:
-        bench.make_step = cyclic
+        bench.memory.make_step = cyclic
         c = gc_profile(steps=50, batch=8)
-    finally: bench.make_step = real
+    finally: bench.memory.make_step = real
     assert c['collections'][0] > 0 and c['collector_seconds'] > 0 and c['tracked_per_step'] >= 100
 
 
@@ -627,7 +627,7 @@ def canned(quick_run, tmp_path_factory):
     "Python code that makes `run_benchmarks` return the quick run's results at once, announcing each part."
     path = tmp_path_factory.mktemp('canned') / 'results.json'
     path.write_text(json.dumps(quick_run[0]))
-    return (f"import json, fromscratch.bench as b\n"
+    return (f"import json, fromscratch.bench.cli as b\n"
             f"def run(*args):\n    for part in json.load(open({str(path)!r}))['part_seconds']: args[-1](part)\n"
             f"    return json.load(open({str(path)!r}))\n"
             f"b.run_benchmarks = run")
