@@ -92,7 +92,8 @@ def meant(name):
 
 @pytest.mark.parametrize('name', with_submodules(['fromscratch.core', 'fromscratch.ops', 'fromscratch.hooks',
                                                   'fromscratch.serialization', 'fromscratch.autograd', 'fromscratch.nn',
-                                                  'fromscratch.nn.functional', 'fromscratch.data']))
+                                                  'fromscratch.nn.functional', 'fromscratch.data',
+                                                  'fromscratch.dataloading']))
 def test_functions_reach_builtins_through_builtins(name):
     "`float`, `int`, `all`, `any`, `sum`, `max`... are fromscratch's own in these modules: a builtin is `builtins.any`."
     import importlib
