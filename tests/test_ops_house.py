@@ -54,13 +54,11 @@ def called_ops(method, home):
             code = codes.pop()
             names |= set(code.co_names)
             codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
-        values = [f.__globals__[n] for n in names if n in f.__globals__]
-        values += [c.cell_contents for c in f.__closure__ or ()]
-        for v in values:
+        wrapped = [c.cell_contents for c in f.__closure__ or ()]
+        for v in [f.__globals__[n] for n in names if n in f.__globals__] + wrapped:
             if isinstance(v, type) and issubclass(v, Function) and v.__module__.startswith('fromscratch.ops.'):
                 found.add(v)
-            elif isinstance(v, types.FunctionType) and (v.__module__ == home or v in
-                                                        [c.cell_contents for c in f.__closure__ or ()]):
+            elif isinstance(v, types.FunctionType) and (v.__module__ == home or v in wrapped):
                 todo.append(v)
     return found
 
@@ -76,8 +74,7 @@ def misplaced(mods):
         for method_name, method in getattr(module, 'METHODS', {}).items():
             if method_name in owner: problems.append(f'{method_name} is bound by {owner[method_name]} and {name}')
             owner[method_name] = name
-            if vars(Tensor).get(method_name, object()) is not method and \
-                    getattr(Tensor, method_name, object()) is not method:
+            if vars(Tensor).get(method_name, problems) is not method:
                 problems.append(f'Tensor.{method_name} is not what {name}.METHODS binds')
             for op in called_ops(method, name):
                 if op.__module__ != name:
