@@ -159,7 +159,7 @@ def test_notebook_code_fits_88_columns():
 # Each module does one job and a reader can hold it in mind: none is over 600 lines. The modules listed
 # here are still larger, waiting to be split by job; the list may only shrink.
 MODULE_LINES = 600
-STILL_LARGER = {'core.py', 'nn/__init__.py', 'nn/functional.py'}
+STILL_LARGER = {'nn/__init__.py', 'nn/functional.py'}
 
 def test_no_module_is_over_600_lines():
     package = Path(__file__).resolve().parents[1] / 'fromscratch'
