@@ -41,10 +41,10 @@ def main(paths):
     for p in paths:
         print(f'running {p}', flush=True)
         run_notebook(p)
-    bindir = Path(sys.executable).parent
     # nbdev_clean, keeping the metadata as JupyterLab writes it (tools/clean.py says why)
     subprocess.run([sys.executable, str(ROOT / 'tools' / 'clean.py'), *map(str, paths)], check=True, cwd=ROOT)
-    subprocess.run([str(bindir / 'nbdev_export')], check=True, cwd=ROOT)
+    # nbdev_export, with the modules that `#| export <module>` cells fill started afresh (tools/export.py)
+    subprocess.run([sys.executable, str(ROOT / 'tools' / 'export.py')], check=True, cwd=ROOT)
     subprocess.run([sys.executable, str(ROOT / 'tools' / 'readme.py')], check=True, cwd=ROOT)
 
 
