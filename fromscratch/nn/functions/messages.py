@@ -9,7 +9,9 @@ import numpy as np
 from ...core import grad_mode
 
 # %% ../../../nbs/09_functional.ipynb 49
-def size_repr(shape): return f"fromscratch.Size({list(shape)})"
+def size_repr(shape):
+    "A shape as PyTorch's messages write it: `fromscratch.Size([2, 3])`."
+    return f"fromscratch.Size({list(shape)})"
 
 # %% ../../../nbs/09_functional.ipynb 59
 _TYPE_NAMES = {
