@@ -8,5 +8,6 @@ import sys
 
 from .cli import main
 
+# %% ../../nbs/13_bench.ipynb
 if __name__ == '__main__' and '__file__' in globals():
     sys.exit(main())  # `python -m fromscratch.bench`; not in a notebook
