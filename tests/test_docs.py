@@ -118,7 +118,7 @@ def test_signature_shows_defaults_by_name():
     def f(a, m=np, k=np.float32, h=len, x=1.5, s='x'): pass
     assert docs.signature(f) == "(a, m=numpy, k=numpy.float32, h=builtins.len, x=1.5, s='x')"
     from fromscratch.data import random_split
-    assert docs.signature(random_split) == '(dataset, lengths, generator=fromscratch.dataloading.subsets.default_generator)'
+    assert docs.signature(random_split) == '(dataset, lengths, generator=fromscratch.default_generator)'
 
 
 def test_api_reference_names_import_paths(site):

@@ -206,12 +206,20 @@ def _shown(default, owner):
     if default is inspect.Parameter.empty: return default
     if inspect.ismodule(default): return _Named(default.__name__)
     if inspect.isclass(default) or inspect.isfunction(default) or inspect.isbuiltin(default):
-        return _Named(f'{default.__module__}.{default.__qualname__}')
+        return _Named(_public_path(default, default.__qualname__) or f'{default.__module__}.{default.__qualname__}')
     module = inspect.getmodule(owner)
     if module is not None and ' at 0x' in repr(default):          # an object with an address: its global name
         for name, value in vars(module).items():
-            if value is default: return _Named(f'{module.__name__}.{name}')
+            if value is default: return _Named(_public_path(default, name) or f'{module.__name__}.{name}')
     return default
+
+
+def _public_path(obj, name):
+    "The shortest import path of fromscratch's that gives `obj` as `name` (`fromscratch.data.default_collate`)."
+    import sys
+    homes = [m for m, mod in list(sys.modules.items()) if m.split('.')[0] == 'fromscratch'
+             and not any(part.startswith('_') for part in m.split('.')) and getattr(mod, name, None) is obj]
+    return f'{min(homes, key=lambda m: (m.count("."), len(m)))}.{name}' if homes else None
 
 
 def kind_of(obj, owner=None):
