@@ -114,8 +114,9 @@ def primal_at(t, level):
     with forward_mode.below(level): return PrimalView.apply(t)
 
 def primal_view(t):
-    "`PrimalView` of `t`, without its tangent at the innermost open level."
-    return primal_at(t, numbered(None))
+    "`PrimalView` of `t`, without its tangent at the innermost open level (if any)."
+    level = numbered(None)
+    return PrimalView.apply(t) if level is None else primal_at(t, level)
 
 # %% ../../nbs/14_forward_ad.ipynb
 def make_dual(tensor, tangent, *, level=None):
