@@ -3,7 +3,8 @@
 # %% auto 0
 __all__ = ['NODE_NAMES', 'UNRECORDED', 'forward_mode', 'check_requires_grad', 'check_grad', 'VersionCounter', 'Tensor',
            'tensor_data', 'version_of', 'check_saved', 'Context', 'AccumulateGrad', 'Function', 'Unrecorded',
-           'ForwardMode', 'linear_jvp', 'unrecorded', 'edge', 'stale_views_need_grad', 'connect', 'is_tensor']
+           'ForwardMode', 'Entered', 'Below', 'linear_jvp', 'unrecorded', 'edge', 'stale_views_need_grad', 'connect',
+           'is_tensor']
 
 # %% ../../nbs/06_tensor.ipynb
 import builtins
@@ -329,8 +330,8 @@ class Function:
     def apply(cls, *args):
         """Run `forward` on `args`, with recording off; if any input requires grad,
         record a node for `backward`."""
-        if forward_mode.level is not None:
-            return forward_mode.apply_dual(cls, args)  # tangents too (notebook 14)
+        if forward_mode.level is not None:  # a transform's level decides (14, 15)
+            return forward_mode.level.apply(cls, args)
         if not grad_mode.enabled:
             return cls.forward(
                 UNRECORDED.get((cls, len(args))) or unrecorded(cls, len(args)), *args
@@ -358,12 +359,53 @@ class Unrecorded:
 UNRECORDED = {}
 
 class ForwardMode:
-    """The transform that intercepts `Function.apply`, if any (a dual level, notebook
-    14; a vmap level, 15) and its `apply`."""
-    __slots__ = ('level', 'apply_dual')
-    def __init__(self): self.level = self.apply_dual = None
+    """The stack of running transforms that intercept `Function.apply`, innermost last:
+    dual levels (notebook 14) below vmap levels (15); `level`: the top one, or None."""
+    __slots__ = ('stack', 'level')
+    KINDS = ('dual', 'vmap')  # tangents live on the plain tensors under vmap's wrappers
+    def __init__(self): self.stack, self.level = [], None
+    def entered(self, level):
+        "A `with` block with `level` on the stack, above the levels of its kind."
+        return Entered(self, level)
+    def below(self, level):
+        "A `with` block run as if `level` and the levels above it were not running."
+        return Below(self, level)
+    def of(self, kind):
+        "The running levels of `kind` ('dual' or 'vmap'), outermost first."
+        return [l for l in self.stack if l.kind == kind]
 
 forward_mode = ForwardMode()
+
+class Entered:
+    "What `forward_mode.entered(level)` returns: it pushes `level`, and pops it after."
+    __slots__ = ('owner', 'level')
+    def __init__(self, owner, level): self.owner, self.level = owner, level
+    def __enter__(self):
+        stack, rank = self.owner.stack, ForwardMode.KINDS.index(self.level.kind)
+        i = len(stack)
+        while i and ForwardMode.KINDS.index(stack[i - 1].kind) > rank: i -= 1
+        stack.insert(i, self.level)
+        self.owner.level = stack[-1]
+        return self.level
+    def __exit__(self, *exc):
+        stack = self.owner.stack
+        stack.remove(self.level)
+        self.owner.level = stack[-1] if stack else None
+
+class Below:
+    """What `forward_mode.below(level)` returns: it lifts `level` and the levels above,
+    and puts them back after."""
+    __slots__ = ('owner', 'level', 'above')
+    def __init__(self, owner, level): self.owner, self.level = owner, level
+    def __enter__(self):
+        stack = self.owner.stack
+        i = next(i for i, l in enumerate(stack) if l is self.level)
+        self.above = stack[i:]
+        del stack[i:]
+        self.owner.level = stack[-1] if stack else None
+    def __exit__(self, *exc):
+        self.owner.stack.extend(self.above)
+        self.owner.level = self.owner.stack[-1]
 
 def linear_jvp(ctx, tangent, *others):
     """The forward-mode rule of an op linear in its first input: the op itself, run on

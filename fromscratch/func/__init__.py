@@ -11,10 +11,9 @@ __all__ = ['tree_flatten', 'tree_map', 'Transforms', 'transforms', 'transform', 
            'batched_everywhere', 'ndim_of', 'padded', 'elementwise_rule', 'shifted', 'dim_rule', 'reshape_rule',
            'permute_rule', 'expand_rule', 'sum_to_size_rule', 'index_rule', 'batched_index', 'repeat_rule',
            'everyone_batched', 'cat_rule', 'stack_rule', 'max_rule', 'matmul_rule', 'linear_rule', 'einsum_rule',
-           'loss_rule', 'ELEMENTWISE', 'RULES', 'RULES_BY_NAME', 'VmapLevel', 'rule_of', 'batched_call',
-           'batched_method', 'vmap', 'batch_size', 'moved', 'to_batched', 'from_batched', 'VmapInfo', 'EXTENDING',
-           'custom_function_rule', 'own_vmap_rule', 'SampleCtx', 'generated_function', 'identity_like', 'jacrev',
-           'jacfwd', 'hessian']
+           'loss_rule', 'ELEMENTWISE', 'RULES', 'VmapLevel', 'rule_of', 'batched_call', 'batched_method', 'vmap',
+           'batch_size', 'moved', 'to_batched', 'from_batched', 'VmapInfo', 'EXTENDING', 'custom_function_rule',
+           'own_vmap_rule', 'SampleCtx', 'generated_function', 'identity_like', 'jacrev', 'jacfwd', 'hessian']
 
 # %% ../../nbs/15_func.ipynb
 from .pytree import tree_flatten, tree_map
@@ -82,7 +81,6 @@ from fromscratch.func.batching_rules import (
     loss_rule,
     ELEMENTWISE,
     RULES,
-    RULES_BY_NAME,
 )
 from fromscratch.func.batching import (
     VmapLevel,
@@ -163,7 +161,6 @@ _all_ = [
     'loss_rule',
     'ELEMENTWISE',
     'RULES',
-    'RULES_BY_NAME',
     'VmapLevel',
     'rule_of',
     'batched_call',

@@ -7,11 +7,10 @@ __all__ = ['check_argnums', 'with_fresh', 'split_aux', 'check_scalar', 'grad_and
 # %% ../../nbs/15_func.ipynb
 from ..core import Tensor, enable_grad
 from fromscratch.autograd.forward_ad import (
-    dual_level,
+    Level,
     make_dual,
     unpack_dual,
     UnpackedDualTensor,
-    transforms as interposers,
 )
 from .pytree import tree_flatten, tree_map
 from fromscratch.func.nesting import (
@@ -22,7 +21,12 @@ from fromscratch.func.nesting import (
     finish,
 )
 from .reverse_mode import zeros_like, gradients
-from .batched_tensor import unwrap_all, wrap_all, batched_everywhere
+from fromscratch.func.batched_tensor import (
+    unwrap_all,
+    wrap_all,
+    batched_everywhere,
+    vmap_levels,
+)
 
 # %% ../../nbs/15_func.ipynb
 def check_argnums(argnums, n):
@@ -140,7 +144,7 @@ def vjp(func, *primals, has_aux=False):
 def dual_of(x, t):
     """`make_dual(x, t)`; under vmap, on the batched values underneath (see vmap below),
     the tangent batched like `x`."""
-    if not interposers.vmaps: return make_dual(x, t)
+    if not vmap_levels(): return make_dual(x, t)
     x = batched_everywhere(x)
     px, levels = unwrap_all(x)
     pt = unwrap_all(batched_everywhere(t))[0]
@@ -148,7 +152,7 @@ def dual_of(x, t):
 
 def primal_and_tangent(y):
     "`unpack_dual(y)`, seeing through vmap's wrappers."
-    if not interposers.vmaps or not isinstance(y, Tensor): return unpack_dual(y)
+    if not vmap_levels() or not isinstance(y, Tensor): return unpack_dual(y)
     py, levels = unwrap_all(y)
     p, t = unpack_dual(py)
     return UnpackedDualTensor(
@@ -170,11 +174,7 @@ def jvp(func, primals, tangents, *, has_aux=False):
             "jvp(f, primals, tangents): Expected primals and tangents to have the same"
             " python structure."
         )
-    if interposers.dual is not None:
-        return jvp_by_reverse(
-            func, primals, tangents, has_aux
-        )  # inside another jvp: see below
-    with transform(), dual_level():
+    with transform(), Level():  # nested in any open level: a jvp inside a jvp
         p, build = tree_flatten(primals)
         duals = build(
             [
@@ -194,8 +194,8 @@ def jvp(func, primals, tangents, *, has_aux=False):
 
 # %% ../../nbs/15_func.ipynb
 def jvp_by_reverse(func, primals, tangents, has_aux):
-    """`jvp` inside another `jvp`: Jv as the gradient of uᵀJv with respect to u, by
-    reverse mode twice (the dual level is taken)."""
+    """`jvp` without a dual level: Jv as the gradient of uᵀJv with respect to u, by
+    reverse mode twice."""
     out, vjp_fn, *aux = vjp(func, *primals, has_aux=has_aux)
     outs, build = tree_flatten(out)
     with transform(), enable_grad():

@@ -11,25 +11,25 @@ from types import SimpleNamespace
 from ..core import Tensor, Expand, forward_mode
 from ..ops import Reshape, Permute
 from ..autograd import Function as AutogradFunction
-from ..autograd.forward_ad import transforms as interposers
 from .pytree import tree_flatten, tree_map
 from .nesting import transform, finish
 from .batched_tensor import BatchedTensor
-from .batching_rules import RULES, RULES_BY_NAME, elementwise_rule
+from .batching_rules import RULES, elementwise_rule
 
 # %% ../../nbs/15_func.ipynb
 class VmapLevel:
-    """One running `vmap`: its batch size, its depth among the running ones, and the
-    `apply` that batches ops for it."""
+    """One running `vmap`, a level on the stack of transforms: its batch size, its depth
+    among the running ones, and the `apply` that batches ops for it."""
+    kind = 'vmap'
     def __init__(self, size, depth): self.size, self.depth = size, depth
     def apply(self, cls, args): return batched_call(self, cls.apply, rule_of(cls), args)
 
 def rule_of(cls):
-    """The batching rule of the op `cls` (found by name too: running a notebook's cells
-    again defines its ops again)."""
+    """The batching rule of the op `cls`: its own, or its family's (a `Pointwise` op's
+    is elementwise)."""
     if issubclass(cls, AutogradFunction):
         return custom_function_rule  # a user's Function (see below)
-    rule = RULES.get(cls) or RULES_BY_NAME.get(cls.__name__)
+    rule = next((RULES[c] for c in cls.__mro__ if c in RULES), None)
     if rule is None:
         raise NotImplementedError(
             f"vmap: there is no batching rule for {cls.__name__} yet, so it cannot run"
@@ -47,9 +47,7 @@ def batched_call(level, op, rule, args):
         and any(isinstance(i, BatchedTensor) and i.level is level for i in a)
         for a in args
     ]
-    hook = forward_mode.level, forward_mode.apply_dual
-    forward_mode.level, forward_mode.apply_dual = interposers.hook_below(level.depth)
-    try:
+    with forward_mode.below(level):
         if not any(batched): return op(*args)
         out = rule(
             op,
@@ -60,7 +58,6 @@ def batched_call(level, op, rule, args):
             batched,
             level.size,
         )
-    finally: forward_mode.level, forward_mode.apply_dual = hook
     return (
         tuple(BatchedTensor(o, level) for o in out)
         if isinstance(out, tuple)
@@ -111,18 +108,12 @@ def vmap(func, in_dims=0, out_dims=0, randomness='error', *, chunk_size=None):
                 f" {len(dims)} but inputs has structure {len(args)}."
             )
         size = batch_size(args, dims, in_dims)
-        level = VmapLevel(size, len(interposers.vmaps))
+        level = VmapLevel(size, len(forward_mode.of('vmap')))
         wrapped = [
             tree_map(lambda t: to_batched(t, d, level), a) if d is not None else a
             for a, d in zip(args, dims)
         ]
-        interposers.vmaps.append(level)
-        interposers.install()
-        try:
-            with transform(): out = func(*wrapped)
-        finally:
-            interposers.vmaps.pop()
-            interposers.install()
+        with forward_mode.entered(level), transform(): out = func(*wrapped)
         odims = out_dims if isinstance(out_dims, tuple) else None
         leaves, build = tree_flatten(out)
         return finish(

@@ -8,9 +8,8 @@ import contextlib
 
 from ..core import Tensor, AccumulateGrad, forward_mode
 from ..ops import Clone
-from ..autograd.forward_ad import transforms as interposers
 from .pytree import tree_flatten, tree_map
-from .batched_tensor import batched_everywhere
+from .batched_tensor import batched_everywhere, vmap_levels
 
 # %% ../../nbs/15_func.ipynb
 class Transforms:
@@ -37,7 +36,7 @@ def fresh_input(t):
     """A differentiable copy of a float tensor, the variable a transform differentiates
     by: a leaf, or a node if `t` has a history."""
     if not is_float(t): return t
-    if interposers.vmaps:
+    if vmap_levels():
         t = batched_everywhere(
             t
         )  # under vmap: one variable per sample (see vmap, below)

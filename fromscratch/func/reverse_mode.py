@@ -7,20 +7,21 @@ __all__ = ['zeros_like', 'gradients', 'batched_gradients', 'expanded_seed', 'phy
 # %% ../../nbs/15_func.ipynb
 import numpy as np
 
-from ..core import Tensor, grad as autograd_grad, forward_mode
+from ..core import Tensor, grad as autograd_grad
 from ..ops import Permute
-from ..autograd.forward_ad import transforms as interposers
 from fromscratch.func.batched_tensor import (
     BatchedTensor,
     unwrap_all,
     wrap_all,
     batched_everywhere,
+    vmap_levels,
+    below_vmaps,
 )
 
 # %% ../../nbs/15_func.ipynb
 def zeros_like(t):
     return (
-        t * 0 if interposers.vmaps else Tensor(np.zeros_like(t.array))
+        t * 0 if vmap_levels() else Tensor(np.zeros_like(t.array))
     )  # (under vmap: batched like t)
 
 def gradients(out, inputs, seed=None):
@@ -36,7 +37,7 @@ def gradients(out, inputs, seed=None):
         (o, s) for o, s in zip(outs, seeds) if o.requires_grad
     ]  # an output that does not depend on the inputs adds nothing
     if not kept: return [zeros_like(x) for x in inputs]
-    if interposers.vmaps:
+    if vmap_levels():
         return batched_gradients([o for o, _ in kept], inputs, [s for _, s in kept])
     grads = autograd_grad(
         [o for o, _ in kept],
@@ -93,10 +94,7 @@ def expanded_seed(s, o):
 def physical(op, *args):
     """`op(*args)` on the plain tensors under every vmap level (forward mode, below them
     all, still sees it)."""
-    hook = forward_mode.level, forward_mode.apply_dual
-    forward_mode.level, forward_mode.apply_dual = interposers.hook_below(0)
-    try: return op(*args)
-    finally: forward_mode.level, forward_mode.apply_dual = hook
+    with below_vmaps(): return op(*args)
 
 def levels_moved(p, order, n):
     """The plain tensor `p` with its `n` leading level dimensions in the order `order`
@@ -111,8 +109,8 @@ def outer_levels_only(outs, inputs, seeds):
     """k if the outputs and inputs vary along exactly the outer k vmap levels and every
     seed along an inner one too; else None."""
     k = len(unwrap_all(outs[0])[1])
-    outer = interposers.vmaps[:k]
-    if k == len(interposers.vmaps) or any(
+    outer = vmap_levels()[:k]
+    if k == len(vmap_levels()) or any(
         unwrap_all(t)[1] != outer[::-1] for t in list(outs) + list(inputs)
     ):
         return None
@@ -126,8 +124,8 @@ def inner_seed_gradients(outs, inputs, seeds, k):
     """`gradients` when only the seeds vary along the inner vmap levels: a batched
     backward at those levels, on the outer levels' plain tensors."""
     n, inner, plain = (
-        len(interposers.vmaps),
-        interposers.vmaps[k:],
+        len(vmap_levels()),
+        vmap_levels()[k:],
         lambda t: unwrap_all(t)[0],
     )
     batch = [
@@ -157,7 +155,7 @@ def inner_seed_gradients(outs, inputs, seeds, k):
         result.append(
             wrap_all(
                 levels_moved(p, [*range(n - k, n), *range(n - k)], n),
-                interposers.vmaps[::-1],
+                vmap_levels()[::-1],
             )
         )
     return result
