@@ -32,6 +32,38 @@ from pathlib import Path
 import numpy as np
 
 # %% ../nbs/11_data.ipynb
+from fromscratch.dataloading import (
+    ArrayDataset,
+    Dataset,
+    TensorDataset,
+    BatchSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    numpy_rng,
+    COLLATE_ERROR,
+    collate_fields,
+    default_collate,
+    default_convert,
+    fetch_batch,
+    DataLoader,
+    check_worker_options,
+    loader_samplers,
+    seed_generator,
+    Subset,
+    random_split,
+    split_lengths,
+)
+
+_all_ = [
+    'ArrayDataset', 'Dataset', 'TensorDataset', 'BatchSampler', 'RandomSampler',
+    'Sampler', 'SequentialSampler', 'numpy_rng', 'COLLATE_ERROR', 'collate_fields',
+    'default_collate', 'default_convert', 'fetch_batch', 'DataLoader',
+    'check_worker_options', 'loader_samplers', 'seed_generator', 'Subset',
+    'random_split', 'split_lengths',
+]
+
+# %% ../nbs/11_data.ipynb
 SAMPLE_REPAIR = (
     "reinstall the package (pip install --force-reinstall fromscratch) or, in a clone"
     " of its repository, restore the file with: git checkout --"
@@ -480,35 +512,3 @@ def fetch_mnist(cache_dir=None, mirrors=None, files=None, timeout=30, progress=F
         discard([*temps.values(), *created]); raise
     for name, t in temps.items(): os.replace(t, folder / name)
     return arrays
-
-# %% ../nbs/11_data.ipynb
-from fromscratch.dataloading import (
-    ArrayDataset,
-    Dataset,
-    TensorDataset,
-    BatchSampler,
-    RandomSampler,
-    Sampler,
-    SequentialSampler,
-    numpy_rng,
-    COLLATE_ERROR,
-    collate_fields,
-    default_collate,
-    default_convert,
-    fetch_batch,
-    DataLoader,
-    check_worker_options,
-    loader_samplers,
-    seed_generator,
-    Subset,
-    random_split,
-    split_lengths,
-)
-
-_all_ = [
-    'ArrayDataset', 'Dataset', 'TensorDataset', 'BatchSampler', 'RandomSampler',
-    'Sampler', 'SequentialSampler', 'numpy_rng', 'COLLATE_ERROR', 'collate_fields',
-    'default_collate', 'default_convert', 'fetch_batch', 'DataLoader',
-    'check_worker_options', 'loader_samplers', 'seed_generator', 'Subset',
-    'random_split', 'split_lengths',
-]

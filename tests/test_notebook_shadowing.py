@@ -130,31 +130,9 @@ def imported_over_definitions(path):
     return found
 
 
-# Notebooks known to import, in a later export cell, names they defined earlier (each module's import cell
-# sits in its own section, after the definitions it imports). Their own fix is to move those import cells
-# to the top of the notebook; until then the check only keeps them from importing any other name this way.
-KNOWN_IMPORTED_OVER = {
-    '07_ops.ipynb': {
-        'Index', 'alias', 'as_float', 'backward0', 'bind', 'cat', 'check_bool_sub', 'clone', 'dim_error',
-        'dim_index', 'dim_indices', 'expand', 'expanded_shape', 'kept_shape', 'matrix_transpose', 'maximum',
-        'minimum', 'mul', 'numpy_index', 'promoted', 'reduction_jvp', 'reflected', 'sgn', 'sum_dtype',
-        'total', 'unsqueeze', 'where', 'with_history',
-    },
-    '11_data.ipynb': {
-        'ArrayDataset', 'BatchSampler', 'COLLATE_ERROR', 'DataLoader', 'Dataset', 'RandomSampler', 'Sampler',
-        'SequentialSampler', 'Subset', 'TensorDataset', 'check_worker_options', 'collate_fields',
-        'default_collate', 'default_convert', 'fetch_batch', 'loader_samplers', 'numpy_rng', 'random_split',
-        'seed_generator', 'split_lengths',
-    },
-    '18_conv.ipynb': {'adaptive_avg_pool2d', 'avg_pool2d', 'conv2d', 'fold', 'max_pool2d', 'unfold'},
-}
-
-
 @pytest.mark.parametrize('path', NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_no_export_cell_imports_what_the_notebook_defined(path):
-    known = KNOWN_IMPORTED_OVER.get(path.name, set())
-    found = [f'cell {i}: imports {name}, defined in cell {j}'
-             for i, name, j in imported_over_definitions(path) if name not in known]
+    found = [f'cell {i}: imports {name}, defined in cell {j}' for i, name, j in imported_over_definitions(path)]
     assert found == [], (f'{path.name}: an export cell imports a name an earlier export cell defined, '
                          f'so the notebook uses the package\'s copy from there on; put the module\'s '
                          f'import cell at the top of the notebook, before any definition:\n' +

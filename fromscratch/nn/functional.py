@@ -77,7 +77,7 @@ _all_ = [
     'embedding',
 ]
 
-# %% ../../nbs/18_conv.ipynb 82
+# %% ../../nbs/18_conv.ipynb 4
 from fromscratch.nn.conv import (
     adaptive_avg_pool2d,
     avg_pool2d,

@@ -11,6 +11,7 @@ from fromscratch.ops import (
     indexing, products, inplace,
 )
 
+# %% ../../nbs/07_ops.ipynb
 FAMILIES = (
     shared, unary, compare, arithmetic, reduce, softmaxes, shape, dtypes, linalg,
     indexing, products, inplace,

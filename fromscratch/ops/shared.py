@@ -52,10 +52,14 @@ def backward0(*ops):
     "PyTorch's node names for `ops`: the class's name and `Backward0` (`MulBackward0`)."
     return {op: f'{op.__name__}Backward0' for op in ops}
 
+# the core's table of node names, under a name of its own: each family's table of its
+# nodes is called NODE_NAMES too
+_CORE_NODE_NAMES = NODE_NAMES
+
 def bind(methods, node_names):
     "Make `methods` methods of `Tensor` (by name) and name the nodes of the ops."
     for name, method in methods.items(): setattr(Tensor, name, method)
-    NODE_NAMES.update(node_names)
+    _CORE_NODE_NAMES.update(node_names)
 
 METHODS = {'register_hook': register_hook, 'retain_grad': retain_grad}
 bind(METHODS, {})
