@@ -165,3 +165,28 @@ def test_no_module_is_over_600_lines():
              for p in package.rglob('*.py') if p.name != '_modidx.py'}
     over = {name: n for name, n in sizes.items() if n > MODULE_LINES}
     assert over == {}, f'over {MODULE_LINES} lines, split by job: {over}'
+
+
+def imported_modules(path):
+    "The fromscratch modules a file imports, as absolute names (relative imports resolved)."
+    package = Path(__file__).resolve().parents[1]
+    here = list(path.relative_to(package).with_suffix('').parts)
+    if here[-1] == '__init__': here = here[:-1]
+    else: here = here[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = here[:len(here) - node.level + 1] if node.level else []
+            found.add('.'.join(base + ([node.module] if node.module else [])))
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return {m for m in found if m.split('.')[0] == 'fromscratch'}
+
+
+def test_func_does_not_import_nn():
+    # the transforms are below the layers: nn teaches vmap its Functions (nn/functions/batching.py)
+    package = Path(__file__).resolve().parents[1] / 'fromscratch'
+    uses = {str(p.relative_to(package)): sorted(m for m in imported_modules(p) if m.startswith('fromscratch.nn'))
+            for p in (package / 'func').glob('*.py')}
+    assert {k: v for k, v in uses.items() if v} == {}
+    assert 'fromscratch.func.batching_rules' in imported_modules(package / 'nn' / 'functions' / 'batching.py')

@@ -51,11 +51,6 @@ from fromscratch.ops import (
     infer_shape,
 )
 from ..autograd.forward_ad import PrimalView
-from fromscratch.nn.functional import (
-    LinearFunction,
-    CrossEntropyFunction,
-    NLLLossFunction,
-)
 from .batched_tensor import BatchedTensor
 
 # %% ../../nbs/15_func.ipynb
@@ -350,8 +345,5 @@ RULES.update(
         Stack: stack_rule,
         MatMul: matmul_rule,
         Einsum: einsum_rule,
-        LinearFunction: linear_rule,
-        CrossEntropyFunction: loss_rule,
-        NLLLossFunction: loss_rule,
     }
 )

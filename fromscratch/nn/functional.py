@@ -42,6 +42,8 @@ from fromscratch.nn.functions.normalization import (
 from .functions.reduction import legacy_reduction
 from .functions.regularization import dropout
 from .functions.sparse import embedding, one_hot, padding_index
+# and vmap's rules for the fused Functions (notebook 15, "`vmap`: batching rules")
+from .functions import batching  # noqa: F401
 
 _all_ = [
     'relu',
