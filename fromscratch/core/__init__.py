@@ -14,13 +14,14 @@ __all__ = ['float32', 'float64', 'float16', 'int64', 'int32', 'int16', 'int8', '
            'stale_views_need_grad', 'connect', 'is_tensor', 'View', 'Composed', 'make_view', 'view_of', 'rebase',
            'shape_of', 'operands', 'broadcast_op', 'broadcast_error', 'category', 'dtype_of', 'result_type', 'Add',
            'sum_to', 'expand_to', 'expandable', 'broadcast_axes', 'sum_array_to', 'SumToSize', 'Expand', 'ToDtype',
-           'cast', 'dependencies', 'add_grads', 'HELD_ONCE', 'owned', 'CopyGrad', 'accumulate', 'call_backward',
-           'validate', 'Run', 'propagate', 'at_node', 'at_leaf', 'seed', 'check_roots', 'run_backward', 'as_tensors',
-           'backward', 'clear_grads', 'keep', 'wanted_nodes', 'as_tensor_grad', 'like', 'grad', 'unused', 'run_hooks',
-           'node_hooks', 'default_dtype', 'tensor', 'values_of', 'not_numbers', 'size_arg', 'shape_arg',
-           'factory_shape', 'zeros', 'ones', 'empty', 'full', 'arange', 'linspace', 'like_factory', 'zeros_like',
-           'ones_like', 'empty_like', 'full_like', 'eye', 'from_numpy', 'as_tensor', 'Generator', 'default_generator',
-           'manual_seed', 'random_array', 'rand', 'randn', 'randint', 'rand_like', 'randn_like', 'normal']
+           'cast', 'dependencies', 'add_grads', 'Slots', 'add_into', 'CopyGrad', 'new_buffer', 'first_grad',
+           'accumulate', 'call_backward', 'validate', 'Run', 'propagate', 'at_node', 'at_leaf', 'seed', 'check_roots',
+           'run_backward', 'as_tensors', 'backward', 'clear_grads', 'keep', 'wanted_nodes', 'as_tensor_grad', 'like',
+           'grad', 'unused', 'run_hooks', 'node_hooks', 'default_dtype', 'tensor', 'values_of', 'not_numbers',
+           'size_arg', 'shape_arg', 'factory_shape', 'zeros', 'ones', 'empty', 'full', 'arange', 'linspace',
+           'like_factory', 'zeros_like', 'ones_like', 'empty_like', 'full_like', 'eye', 'from_numpy', 'as_tensor',
+           'Generator', 'default_generator', 'manual_seed', 'random_array', 'rand', 'randn', 'randint', 'rand_like',
+           'randn_like', 'normal']
 
 # %% ../../nbs/06_tensor.ipynb
 from fromscratch.core.dtypes import (
@@ -52,8 +53,9 @@ from fromscratch.core.engine_ops import (
     ToDtype, cast
 )
 from fromscratch.core.engine import (
-    dependencies, add_grads, HELD_ONCE, owned, CopyGrad, accumulate, call_backward,
-    validate, Run, propagate, at_node, at_leaf, seed, check_roots, run_backward,
+    dependencies, add_grads, Slots, add_into, CopyGrad, new_buffer, first_grad,
+    accumulate, call_backward, validate, Run, propagate, at_node, at_leaf, seed,
+    check_roots, run_backward,
     as_tensors, backward, clear_grads, keep, wanted_nodes, as_tensor_grad, like, grad,
     unused, run_hooks, node_hooks
 )
@@ -83,7 +85,8 @@ _all_ = [
     'shape_of', 'operands', 'broadcast_op', 'broadcast_error', 'category', 'dtype_of',
     'result_type', 'Add', 'sum_to', 'expand_to', 'expandable', 'broadcast_axes',
     'sum_array_to', 'SumToSize', 'Expand', 'ToDtype', 'cast', 'dependencies',
-    'add_grads', 'HELD_ONCE', 'owned', 'CopyGrad', 'accumulate', 'call_backward',
+    'add_grads', 'Slots', 'add_into', 'CopyGrad', 'new_buffer', 'first_grad',
+    'accumulate', 'call_backward',
     'validate', 'Run', 'propagate', 'at_node', 'at_leaf', 'seed', 'check_roots',
     'run_backward', 'as_tensors', 'backward', 'clear_grads', 'keep', 'wanted_nodes',
     'as_tensor_grad', 'like', 'grad', 'unused', 'run_hooks', 'node_hooks',
