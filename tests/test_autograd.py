@@ -1355,6 +1355,33 @@ def test_seed_gradient_is_not_changed_by_accumulation():
     assert g.tolist() == [1.0, 1.0]
 
 
+def test_seed_passed_on_unchanged_is_copied():
+    g = fs.tensor([1.0, 1.0])
+    for f in (lambda y: y + 0, lambda y: y.clone()):     # backwards that return grad_output itself
+        y = fs.tensor([1.0, 2.0], requires_grad=True)
+        f(y).backward(g)
+        assert not np.shares_memory(y.grad.array, g.array)
+        y.grad.add_(1)
+        assert g.tolist() == [1.0, 1.0]
+
+
+def test_gradient_that_is_a_saved_tensor_is_copied():
+    class ReturnsSavedTensor(Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(b)
+            return Tensor(a.array * b.array)
+        @staticmethod
+        def backward(ctx, g):
+            b, = ctx.saved_tensors
+            return b, None                       # g * b, for the all-ones g that .sum() sends
+    x, w = fs.tensor([1.0, 2.0], requires_grad=True), fs.tensor([3.0, 4.0])
+    ReturnsSavedTensor.apply(x, w).sum().backward()
+    assert not np.shares_memory(x.grad.array, w.array)
+    x.grad.add_(1)
+    assert w.tolist() == [3.0, 4.0] and x.grad.tolist() == [4.0, 5.0]
+
+
 def test_gradient_saved_by_a_function_is_not_changed():
     class ReturnsSaved(Function):
         @staticmethod
