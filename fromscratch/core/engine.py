@@ -77,7 +77,9 @@ def new_buffer(g, held, returned):
     own writable memory, none of the `held` arrays, and not among its other gradients.
     """
     a = g.array if isinstance(g, Tensor) else g
-    if a.base is not None or not a.flags.writeable or id(a) in held: return False
+    if type(a) is not np.ndarray or a.base is not None or not a.flags.writeable:
+        return False  # a view, read-only, or not an array (a batch under vmap)
+    if id(a) in held: return False
     met = 0  # g itself, once among `returned`
     for v in returned:
         if isinstance(v, Tensor): v = v.array
