@@ -30,6 +30,7 @@ $(STAMP): setup.py settings.ini
 	$(DONE)
 	$(call STEP,2,the kit and its tools - numpy and JupyterLab and nbdev and pytest and Sphinx (1 to 3 minutes))
 	@$(PY) -m pip install --quiet -e ".[dev]"
+	@install -m 755 tools/nbdev_export $(VENV)/bin/nbdev_export  # nbdev 2 appends on re-export (tools/export.py)
 	$(DONE)
 	$(call STEP,3,the notebooks' Python 3 kernel (a few seconds))
 	@$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (ipykernel)" >/dev/null

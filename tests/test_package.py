@@ -1,5 +1,6 @@
 """The package as a whole: what importing it costs, and that every module has its notebook."""
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -190,3 +191,19 @@ def test_func_does_not_import_nn():
             for p in (package / 'func').glob('*.py')}
     assert {k: v for k, v in uses.items() if v} == {}
     assert 'fromscratch.func.batching_rules' in imported_modules(package / 'nn' / 'functions' / 'batching.py')
+
+
+def test_nbdev_export_in_the_course_venv_changes_nothing():
+    # nbdev 2.3.37's own nbdev_export appends the cells sent to another module on every run; `make install`
+    # puts the course's in its place (tools/nbdev_export), so a maintainer's `nbdev_export` is safe
+    import hashlib, shutil
+    exe = Path(sys.executable).parent / 'nbdev_export'
+    if not exe.exists() or 'tools/export.py' not in exe.read_text(errors='replace'):
+        if os.environ.get('CI'): pytest.fail(f'{exe} is nbdev\'s own: make install puts tools/nbdev_export there')
+        pytest.skip('this environment was not set up by make install')
+    package = Path(__file__).resolve().parents[1] / 'fromscratch'
+    digest = lambda: {str(p): hashlib.sha1(p.read_bytes()).hexdigest() for p in sorted(package.rglob('*.py'))}
+    before = digest()
+    for _ in range(2):
+        subprocess.run([str(exe)], check=True, capture_output=True, cwd=package.parent)
+    assert digest() == before
