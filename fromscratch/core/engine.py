@@ -341,7 +341,7 @@ def clear_grads(tensors, set_to_none=True):
             g.array[...] = 0
             g.version_counter.bump()
 
-# %% ../../nbs/06_tensor.ipynb
+# %% ../../nbs/06a_engine_surface.ipynb 38
 def keep(run, node, buf):
     "Capture the gradients of `node`'s outputs that `autograd.grad` asked for."
     for k, g in enumerate(buf):
@@ -369,7 +369,7 @@ def wanted_nodes(nodes, capture, targets):
         )
     return wanted
 
-# %% ../../nbs/06_tensor.ipynb
+# %% ../../nbs/06a_engine_surface.ipynb 39
 def as_tensor_grad(g):
     return g if isinstance(g, Tensor) else Tensor(g)  # what a user gets is a Tensor
 def like(g, arrays): return g.array if arrays else g
@@ -404,7 +404,7 @@ def grad(
         tuple(captured.get(k) for k in keys), inputs, allow_unused, materialize_grads
     )
 
-# %% ../../nbs/06_tensor.ipynb
+# %% ../../nbs/06a_engine_surface.ipynb 40
 def unused(result, inputs, allow_unused, materialize_grads):
     """Check for inputs that got no gradient: an error, `None`, or zeros
     (`materialize_grads=True`)."""

@@ -27,7 +27,7 @@ def is_grad_enabled():
     "Whether operations are being recorded for autograd."
     return grad_mode.enabled
 
-# %% ../../nbs/06_tensor.ipynb
+# %% ../../nbs/06a_engine_surface.ipynb 43
 class no_grad:
     "Context manager and decorator that turns graph recording off."
     mode = False
@@ -55,7 +55,7 @@ class enable_grad(no_grad):
     `no_grad`."""
     mode = True
 
-# %% ../../nbs/06_tensor.ipynb
+# %% ../../nbs/06a_engine_surface.ipynb 44
 class set_grad_enabled(no_grad):
     """Set grad mode to `mode` now; as a context manager, restore the previous mode on
     exit."""
