@@ -6,23 +6,14 @@ __all__ = ['float32', 'float64', 'float16', 'int64', 'int32', 'int16', 'int8', '
 # %% ../../nbs/06_tensor.ipynb
 import numpy as np
 
-# %% ../../nbs/06_tensor.ipynb
-float32, float64, float16 = (
-    np.dtype('float32'),
-    np.dtype('float64'),
-    np.dtype('float16'),
-)
+# PyTorch's dtypes are numpy's, under torch's names; `bool`, `float` and `int` shadow
+# Python's on purpose, like torch.bool (the library writes `builtins.bool` for Python's)
+float32, float64, float16 = (np.dtype(t) for t in ('float32', 'float64', 'float16'))
 int64, int32, int16, int8, uint8 = (
-    np.dtype(t) for t in ('int64', 'int32', 'int16', 'int8', 'uint8')
-)
-bool = np.dtype(
-    'bool'
-)  # shadows the builtin on purpose, like torch.bool; use builtins.bool inside
+    np.dtype(t) for t in ('int64', 'int32', 'int16', 'int8', 'uint8'))
+bool = np.dtype('bool')
 long, double, half, short = int64, float64, float16, int16
-float, int = (
-    float32,
-    int32,
-)  # torch.float and torch.int: these shadow Python's too (builtins.float inside)
+float, int = float32, int32  # torch.float and torch.int
 
 class Defaults:
     """PyTorch's default dtype, the one Python floats and float factories give: float32
@@ -32,7 +23,7 @@ class Defaults:
 
 defaults = Defaults()
 
-# %% ../../nbs/06a_engine_surface.ipynb 25
+# %% ../../nbs/06a_engine_surface.ipynb 34
 def get_default_dtype():
     "The dtype of Python floats in tensors (float32 unless changed)."
     return defaults.dtype
@@ -45,7 +36,7 @@ def set_default_dtype(d):
         raise TypeError("only floating-point types are supported as the default type")
     defaults.dtype = d
 
-# %% ../../nbs/06a_engine_surface.ipynb 27
+# %% ../../nbs/06a_engine_surface.ipynb 36
 SCALAR_TYPES = {
     float32: 'Float',
     float64: 'Double',

@@ -19,46 +19,29 @@ class Add(Function):
     def forward(ctx, a, b): return broadcast_op(np.add, a, b)
     @staticmethod
     def backward(ctx, grad_output):
-        return (
-            (
-                sum_to(grad_output, ctx.input_shape(0))
-                if ctx.needs_input_grad[0]
-                else None
-            ),
-            (
-                sum_to(grad_output, ctx.input_shape(1))
-                if ctx.needs_input_grad[1]
-                else None
-            ),
-        )
+        n0, n1 = ctx.needs_input_grad
+        return (sum_to(grad_output, ctx.input_shape(0)) if n0 else None,
+                sum_to(grad_output, ctx.input_shape(1)) if n1 else None)
     @staticmethod
     def jvp(ctx, ta, tb):
         return tb if ta is None else ta if tb is None else ta + tb  # d(a + b) = da + db
 
-NODE_NAMES[
-    Add
-] = (  # PyTorch's name for a built-in op's node: the op and the number of its variant
-    'AddBackward0'
-)
+# PyTorch's name for a built-in op's node: the op and the number of its variant
+NODE_NAMES[Add] = 'AddBackward0'
 
-# %% ../../nbs/06_tensor.ipynb
 def sum_to(g, shape):
     """`g` (a tensor, or an array in a backward on arrays) summed down to `shape`;
     itself if it has that shape."""
     if g.shape == shape: return g
-    return (
-        SumToSize.apply(g, shape)
-        if isinstance(g, Tensor)
-        else sum_array_to(np.asarray(g), shape)
-    )
+    if isinstance(g, Tensor): return SumToSize.apply(g, shape)
+    return sum_array_to(np.asarray(g), shape)
 
 def expand_to(g, shape):
     "`g` (a tensor or an array) broadcast to `shape` without copying."
-    return (
-        Expand.apply(g, shape) if isinstance(g, Tensor) else np.broadcast_to(g, shape)
-    )
+    if isinstance(g, Tensor): return Expand.apply(g, shape)
+    return np.broadcast_to(g, shape)
 
-# %% ../../nbs/06a_engine_surface.ipynb 30
+# %% ../../nbs/06a_engine_surface.ipynb 39
 def expandable(shape, target):
     "Whether `shape` broadcasts to `target`."
     return len(shape) <= len(target) and all(
@@ -78,7 +61,7 @@ def sum_array_to(a, shape):
     axes = broadcast_axes(shape, a.shape)
     return a.sum(axis=axes, keepdims=True).reshape(shape) if axes else a.reshape(shape)
 
-# %% ../../nbs/06a_engine_surface.ipynb 31
+# %% ../../nbs/06a_engine_surface.ipynb 40
 class SumToSize(Function):
     "A broadcast tensor summed back down to `shape`; the gradient expands back."
     array_backward = True
@@ -104,7 +87,7 @@ class Expand(Function):
     def backward(ctx, grad_output): return sum_to(grad_output, ctx.shape), None
     jvp = staticmethod(linear_jvp)
 
-# %% ../../nbs/06a_engine_surface.ipynb 35
+# %% ../../nbs/06a_engine_surface.ipynb 44
 class ToDtype(Function):
     "The values converted to a floating-point `dtype`; the gradient is converted back."
     array_backward = True

@@ -6,7 +6,8 @@ __all__ = ['grad_mode', 'GradMode', 'is_grad_enabled', 'no_grad', 'enable_grad',
 # %% ../../nbs/06_tensor.ipynb
 import builtins
 
-# %% ../../nbs/06_tensor.ipynb
+# grad mode: whether operations are recorded. `no_grad()` and its friends
+# (`06a_engine_surface`) flip it; `switch(mode)` sets it for a `with` block.
 class GradMode:
     """Whether operations are recorded for autograd; `switch(mode)` is a context manager
     that restores it after."""
@@ -27,7 +28,7 @@ def is_grad_enabled():
     "Whether operations are being recorded for autograd."
     return grad_mode.enabled
 
-# %% ../../nbs/06a_engine_surface.ipynb 43
+# %% ../../nbs/06a_engine_surface.ipynb 58
 class no_grad:
     "Context manager and decorator that turns graph recording off."
     mode = False
@@ -55,7 +56,7 @@ class enable_grad(no_grad):
     `no_grad`."""
     mode = True
 
-# %% ../../nbs/06a_engine_surface.ipynb 44
+# %% ../../nbs/06a_engine_surface.ipynb 59
 class set_grad_enabled(no_grad):
     """Set grad mode to `mode` now; as a context manager, restore the previous mode on
     exit."""
