@@ -65,7 +65,24 @@ def test_a_dual_level_sits_below_every_vmap_level():
         seen.append([l.kind for l in forward_mode.stack])
         return ff.jvp(lambda y: (seen.append([l.kind for l in forward_mode.stack]), y * 2)[1], (x,), (x,))[1]
     ff.vmap(look)(fs.ones(2, 3))
-    assert seen == [['vmap'], ['dual', 'vmap']]
+    intercepting = [[k for k in kinds if k != 'func'] for kinds in seen]
+    assert intercepting == [['vmap'], ['dual', 'vmap']]
+    # each running transform also marks itself with a 'func' level, on top, in the order they began
+    assert seen == [['vmap', 'func'], ['dual', 'vmap', 'func', 'func']]
+
+
+def test_func_levels_keep_the_fresh_leaves_and_hand_them_outwards():
+    x = fs.tensor([1.0, 2.0], dtype=fs.float64)
+    seen = []
+    def inner(y):
+        seen.append([len(l.fresh) for l in forward_mode.of('func')])
+        return (y ** 3).sum()
+    g = ff.grad(lambda y: ff.grad(inner)(y).sum())(x)
+    # the outer grad's copy of x is a fresh leaf; the inner one's copy has a history (the outer
+    # variable), so it is a node and no fresh leaf
+    assert seen == [[1, 0]]
+    assert forward_mode.stack == [] and not g.requires_grad
+    np.testing.assert_allclose(g.numpy(), 6 * x.numpy())
 
 
 def test_the_public_dual_level_still_refuses_to_nest_as_torch_does():

@@ -307,11 +307,18 @@ def is_tensor(obj): "Whether `obj` is a Tensor."; return isinstance(obj, Tensor)
 
 # %% ../../nbs/06a_engine_surface.ipynb 61
 class ForwardMode:
-    """The stack of running transforms that intercept `Function.apply`, innermost last:
-    dual levels (notebook 14) below vmap levels (15); `level`: the top one, or None."""
+    """The stack of running transforms, innermost last: dual levels (notebook 14) below
+    vmap levels (15), which intercept `Function.apply`, and the 'func' levels that mark
+    each running `torch.func` transform (15); `level`: the top one that intercepts."""
     __slots__ = ('stack', 'level')
-    KINDS = ('dual', 'vmap')  # tangents live on the plain tensors under vmap's wrappers
+    # the kinds that intercept, in stack order (tangents live on the plain tensors under
+    # vmap's wrappers); a 'func' level intercepts nothing and goes on top
+    KINDS = ('dual', 'vmap')
     def __init__(self): self.stack, self.level = [], None
+    def settle(self):
+        "Point `level` at the top level that intercepts `Function.apply` (or None)."
+        kinds = ForwardMode.KINDS
+        self.level = next((l for l in reversed(self.stack) if l.kind in kinds), None)
     def entered(self, level):
         "A `with` block with `level` on the stack, above the levels of its kind."
         return Entered(self, level)
@@ -329,16 +336,21 @@ class Entered:
     __slots__ = ('owner', 'level')
     def __init__(self, owner, level): self.owner, self.level = owner, level
     def __enter__(self):
-        stack, rank = self.owner.stack, ForwardMode.KINDS.index(self.level.kind)
-        i = len(stack)
-        while i and ForwardMode.KINDS.index(stack[i - 1].kind) > rank: i -= 1
-        stack.insert(i, self.level)
-        self.owner.level = stack[-1]
+        stack, kinds = self.owner.stack, ForwardMode.KINDS
+        i = at = len(stack)
+        if self.level.kind in kinds:  # below the intercepting levels of a higher rank
+            rank = kinds.index(self.level.kind)
+            while i:
+                kind = stack[i - 1].kind
+                if kind in kinds and kinds.index(kind) <= rank: break
+                i -= 1
+                if kind in kinds: at = i
+        stack.insert(at, self.level)
+        self.owner.settle()
         return self.level
     def __exit__(self, *exc):
-        stack = self.owner.stack
-        stack.remove(self.level)
-        self.owner.level = stack[-1] if stack else None
+        self.owner.stack.remove(self.level)
+        self.owner.settle()
 
 class Below:
     """What `forward_mode.below(level)` returns: it lifts `level` and the levels above,
@@ -350,10 +362,10 @@ class Below:
         i = next(i for i, l in enumerate(stack) if l is self.level)
         self.above = stack[i:]
         del stack[i:]
-        self.owner.level = stack[-1] if stack else None
+        self.owner.settle()
     def __exit__(self, *exc):
         self.owner.stack.extend(self.above)
-        self.owner.level = self.owner.stack[-1]
+        self.owner.settle()
 
 def linear_jvp(ctx, tangent, *others):
     """The forward-mode rule of an op linear in its first input: the op itself, run on

@@ -14,7 +14,6 @@ from fromscratch.autograd.forward_ad import (
 )
 from .pytree import tree_flatten, tree_map
 from fromscratch.func.nesting import (
-    transforms,
     transform,
     is_float,
     fresh_input,
@@ -84,7 +83,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
     argument `argnums`, and `func`'s value."""
     def wrapper(*args, **kwargs):
         nums = check_argnums(argnums, len(args))
-        with transform(), enable_grad():
+        with transform() as level, enable_grad():
             inner, fresh = with_fresh(args, nums)
             out = func(*inner, **kwargs)
             value, aux = split_aux(out, has_aux, 'grad_and_value')
@@ -98,7 +97,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
                 build([grads.pop(0) if is_float(x) else None for x in leaves])
             )
         g = result[0] if isinstance(argnums, int) else tuple(result)
-        return finish((g, (value, aux) if has_aux else value), args)
+        return finish((g, (value, aux) if has_aux else value), args, level.fresh)
     return wrapper
 
 def grad(func, argnums=0, has_aux=False):
@@ -118,27 +117,26 @@ def grad(func, argnums=0, has_aux=False):
 def vjp(func, *primals, has_aux=False):
     """`func(*primals)` and `vjp_fn`, which maps a cotangent v of the output to vᵀJ, one
     result per primal."""
-    with transform(), enable_grad():
-        start = len(transforms.fresh)
+    with transform() as level, enable_grad():
         inner = tree_map(fresh_input, primals)
-        mine = transforms.fresh[
-            start:
-        ]  # vjp_fn, called later, hands back results without these
+        # vjp_fn, called later, hands back results without these
+        mine = list(level.fresh)
         out, aux = split_aux(func(*inner), has_aux, 'vjp')
     ins, outs = [x for x in tree_flatten(inner)[0] if is_float(x)], tree_flatten(out)[0]
     def vjp_fn(cotangents):
         """vᵀJ for the cotangent `cotangents` (the output's structure), one entry per
         primal."""
-        with transform(), enable_grad():
+        with transform() as inner_level, enable_grad():
             grads = gradients(outs, ins, tree_flatten(cotangents)[0])
         leaves, build = tree_flatten(inner)
         return finish(
             build([grads.pop(0) if is_float(x) else None for x in leaves]),
             primals,
-            mine,
+            [*inner_level.fresh, *mine],
         )
-    result = finish(out, primals, mine)
-    return (result, vjp_fn, finish(aux, primals, mine)) if has_aux else (result, vjp_fn)
+    result = finish(out, primals, level.fresh)
+    if not has_aux: return result, vjp_fn
+    return result, vjp_fn, finish(aux, primals, mine)
 
 # %% ../../nbs/15_func.ipynb
 def dual_of(x, t):
@@ -174,7 +172,7 @@ def jvp(func, primals, tangents, *, has_aux=False):
             "jvp(f, primals, tangents): Expected primals and tangents to have the same"
             " python structure."
         )
-    with transform(), Level():  # nested in any open level: a jvp inside a jvp
+    with transform() as level, Level():  # nested in any open level: jvp inside jvp
         p, build = tree_flatten(primals)
         duals = build(
             [
@@ -190,7 +188,7 @@ def jvp(func, primals, tangents, *, has_aux=False):
             [zeros_like(u.primal) if u.tangent is None else u.tangent for u in both]
         )
     result = (value, tangent, aux) if has_aux else (value, tangent)
-    return finish(result, primals)
+    return finish(result, primals, level.fresh)
 
 # %% ../../nbs/15_func.ipynb
 def jvp_by_reverse(func, primals, tangents, has_aux):
@@ -198,7 +196,7 @@ def jvp_by_reverse(func, primals, tangents, has_aux):
     reverse mode twice."""
     out, vjp_fn, *aux = vjp(func, *primals, has_aux=has_aux)
     outs, build = tree_flatten(out)
-    with transform(), enable_grad():
+    with transform() as level, enable_grad():
         us = [fresh_input(zeros_like(o)) for o in outs]
         pulled = [
             p for p in tree_flatten(vjp_fn(build(us)))[0] if isinstance(p, Tensor)
@@ -210,4 +208,4 @@ def jvp_by_reverse(func, primals, tangents, has_aux):
             )
         )
         jv = gradients(dot, us)
-    return finish((out, build(jv), *aux), primals)
+    return finish((out, build(jv), *aux), primals, level.fresh)

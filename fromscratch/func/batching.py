@@ -113,7 +113,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness='error', *, chunk_size=None):
             tree_map(lambda t: to_batched(t, d, level), a) if d is not None else a
             for a, d in zip(args, dims)
         ]
-        with forward_mode.entered(level), transform(): out = func(*wrapped)
+        with forward_mode.entered(level), transform() as running: out = func(*wrapped)
         odims = out_dims if isinstance(out_dims, tuple) else None
         leaves, build = tree_flatten(out)
         return finish(
@@ -124,6 +124,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness='error', *, chunk_size=None):
                 ]
             ),
             args,
+            running.fresh,
         )
     return wrapper
 

@@ -26,7 +26,7 @@ def jacrev(func, argnums=0):
     eₖ (`vmap` of the vjp), rows eₖᵀJ."""
     def wrapper(*args):
         nums = check_argnums(argnums, len(args))
-        with transform(), enable_grad():
+        with transform() as level, enable_grad():
             inner, fresh = with_fresh(args, nums)
             out = func(*inner)
             ins = [leaves[0] for leaves, _ in fresh]
@@ -34,7 +34,7 @@ def jacrev(func, argnums=0):
             jacs = tuple(
                 r.reshape(tuple(out.shape) + tuple(x.shape)) for r, x in zip(rows, ins)
             )
-        return finish(jacs[0] if isinstance(argnums, int) else jacs, args)
+        return finish(jacs[0] if isinstance(argnums, int) else jacs, args, level.fresh)
     return wrapper
 
 # %% ../../nbs/15_func.ipynb
@@ -43,14 +43,15 @@ def jacfwd(func, argnums=0):
     directions eₖ (`vmap` of the jvp), columns J eₖ."""
     def wrapper(*args):
         nums, jacs = check_argnums(argnums, len(args)), []
-        with transform():
+        with transform() as level:
             for i in nums:
                 at = lambda xi: func(*[xi if j == i else a for j, a in enumerate(args)])
                 cols = vmap(lambda e: jvp(at, (args[i],), (e,))[1], out_dims=-1)(
                     identity_like(args[i])
                 )
                 jacs.append(cols.reshape(tuple(cols.shape[:-1]) + tuple(args[i].shape)))
-        return finish(jacs[0] if isinstance(argnums, int) else tuple(jacs), args)
+        return finish(
+            jacs[0] if isinstance(argnums, int) else tuple(jacs), args, level.fresh)
     return wrapper
 
 def hessian(func, argnums=0):
