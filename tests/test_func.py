@@ -545,3 +545,66 @@ def test_jacobians_of_a_layer_with_a_constant_weight_match_torch(m, n):
     got = fs.func.hessian(lambda t: ours(t).sum())(fs.tensor(x)).numpy()
     want = torch.func.hessian(lambda t: theirs(t).sum())(torch.tensor(x)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+# ---- Jacobians of trees: dicts of parameters, several outputs, argnums tuples, has_aux -------------------------
+
+def _tree_case(lib, name):
+    T = torch.func if lib is torch else ff
+    rng = np.random.default_rng(5)
+    w, b, u = rng.standard_normal(3), rng.standard_normal(()), rng.standard_normal(3)
+    p = {'w': lib.tensor(w, dtype=lib.float64), 'b': lib.tensor(b, dtype=lib.float64)}
+    x = lib.tensor(u, dtype=lib.float64)
+    two = lambda p, x: (p['w'] * x * p['b'], {'s': (p['w'] * x).sum().tanh()})
+    aux = lambda p, x: ((p['w'] * x).sin(), [(p['w'] ** 2).sum(), x.sum()])
+    nested = lambda q: (q[0]['a'] * q[1][0]).exp().sum() + q[1][1] ** 3
+    q = ({'a': x}, (x * 2, p['b']))
+    return {
+        'jacrev dict': lambda: T.jacrev(two)(p, x),
+        'jacfwd dict': lambda: T.jacfwd(two)(p, x),
+        'jacrev argnums': lambda: T.jacrev(two, argnums=(0, 1))(p, x),
+        'jacfwd argnums': lambda: T.jacfwd(two, argnums=(1, 0))(p, x),
+        'jacrev has_aux': lambda: T.jacrev(aux, has_aux=True)(p, x),
+        'jacfwd has_aux': lambda: T.jacfwd(aux, argnums=(0, 1), has_aux=True)(p, x),
+        'hessian argnums': lambda: T.hessian(lambda a, c: ((a * c).sum() * a.sum()) ** 2, argnums=(0, 1))(x, x * 3),
+        'hessian dict': lambda: T.hessian(lambda p: (p['w'] ** 3).sum() * p['b'])(p),
+        'jacrev nested': lambda: T.jacrev(nested)(q),
+        'jacfwd nested': lambda: T.jacfwd(nested)(q),
+    }[name]()
+
+
+@pytest.mark.parametrize('name', ['jacrev dict', 'jacfwd dict', 'jacrev argnums', 'jacfwd argnums', 'jacrev has_aux',
+                                  'jacfwd has_aux', 'hessian argnums', 'hessian dict', 'jacrev nested', 'jacfwd nested'])
+def test_jacobians_of_trees_have_torchs_structure_and_values(name):
+    ours, theirs = _tree_case(fs, name), _tree_case(torch, name)
+    o, build = ff.tree_flatten(ours)
+    t, spec = torch.utils._pytree.tree_flatten(theirs)
+    assert torch.utils._pytree.tree_flatten(build(list(range(len(o)))))[1] == spec, 'the same tree'
+    for a, b in zip(o, t):
+        assert tuple(a.shape) == tuple(b.shape)
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-10, atol=1e-12)
+        assert not a.requires_grad
+
+
+def test_jacfwd_of_a_dict_runs_the_function_once_per_parameter():
+    calls = []
+    def f(p, x):
+        calls.append(1)
+        return (p['w'] * x).sin() * p['b']
+    p = {'w': fs.tensor([1.0, 2.0], dtype=fs.float64), 'b': fs.tensor(0.5, dtype=fs.float64)}
+    ff.jacfwd(f)(p, fs.tensor([0.3, 0.4], dtype=fs.float64))
+    assert len(calls) == 2                    # one batched forward pass per leaf of the dict
+
+
+@pytest.mark.parametrize('which', ['weight', 'bias', 'both', 'input and bias'])
+def test_vmap_of_linear_over_its_bias_or_weight(which):
+    rng = np.random.default_rng(11)
+    x, w, b = rng.standard_normal((5, 3)), rng.standard_normal((2, 4, 3)), rng.standard_normal((2, 4))
+    def run(lib):
+        T, F_ = (torch.func, torch.nn.functional) if lib is torch else (ff, F)
+        X, W, B = (lib.tensor(a, dtype=lib.float64) for a in (x, w, b))
+        return {'weight': lambda: T.vmap(lambda w: F_.linear(X, w, B[0]))(W),
+                'bias': lambda: T.vmap(lambda b: F_.linear(X, W[0], b))(B),
+                'both': lambda: T.vmap(lambda w, b: F_.linear(X, w, b))(W, B),
+                'input and bias': lambda: T.vmap(lambda x, b: F_.linear(x, W[0], b))(X[:2], B)}[which]()
+    close(run(fs), run(torch))

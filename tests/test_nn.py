@@ -48,7 +48,7 @@ def test_parameter():
     p = nn.Parameter(t)
     assert isinstance(p, fs.Tensor) and p.requires_grad and p.is_leaf and p.array is t.array
     assert repr(p) == repr(torch.nn.Parameter(torch.ones(2, 3)))
-    assert not hasattr(p, '__dict__')
+    assert hasattr(p, '__dict__') == hasattr(torch.nn.Parameter(torch.ones(2, 3)), '__dict__')  # attributes of your own
     assert not nn.Parameter(fs.ones(2), requires_grad=False).requires_grad
     assert nn.Parameter().shape == (0,)
     assert type(p * 2) is fs.Tensor and type(p.detach()) is fs.Tensor
@@ -907,3 +907,18 @@ def test_fastbook_model():
     assert names(model.named_parameters()) == names(model_t.named_parameters())
     for (name, p), p_t in zip(model.named_parameters(), model_t.parameters()):
         check_close(p.grad, p_t.grad, rtol=1e-4, atol=1e-6, name=name)
+
+
+@pytest.mark.parametrize('make', ['Linear', 'Conv2d', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm', 'Embedding'])
+def test_a_modules_parameters_take_the_default_dtype_as_torchs_do(make):
+    def kinds(lib):
+        before = lib.get_default_dtype()
+        lib.set_default_dtype(lib.float64)
+        try:
+            m = {'Linear': lambda: lib.nn.Linear(3, 4), 'Conv2d': lambda: lib.nn.Conv2d(1, 2, 3),
+                 'BatchNorm1d': lambda: lib.nn.BatchNorm1d(3), 'BatchNorm2d': lambda: lib.nn.BatchNorm2d(3),
+                 'LayerNorm': lambda: lib.nn.LayerNorm(3), 'Embedding': lambda: lib.nn.Embedding(3, 2)}[make]()
+            return sorted((n, str(t.dtype).replace('torch.', '').replace('fromscratch.', ''))
+                          for n, t in [*m.named_parameters(), *m.named_buffers()])
+        finally: lib.set_default_dtype(before)
+    assert kinds(fs) == kinds(torch)

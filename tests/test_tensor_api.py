@@ -10,6 +10,7 @@ import fromscratch as fs
 from engines import dtype_name
 
 from fromscratch.core import default_generator
+from fromscratch.testing import compare_errors
 
 
 @pytest.fixture(autouse=True)
@@ -519,3 +520,38 @@ def test_a_gradient_of_another_dtype_is_converted_and_keeps_its_history():
         (x2 * x2).backward(lib.tensor([1.0, 1.0], dtype=lib.float64))
         outcome.append((dtype_name(g), g.tolist(), h.tolist(), dtype_name(x2.grad), x2.grad.tolist()))
     assert outcome[0] == outcome[1]
+
+
+# ---- what pasted-in code relies on: attributes of its own, and numpy reading a tensor ----------------------------
+
+@pytest.mark.parametrize('make', ['leaf', 'result', 'parameter'])
+def test_a_tensor_takes_attributes_of_its_own_as_torchs_does(make):
+    def run(lib):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        t = {'leaf': lambda: x, 'result': lambda: x * 2,
+             'parameter': lambda: lib.nn.Parameter(lib.tensor([1.0, 2.0]))}[make]()
+        t.g = lib.tensor([3.0, 4.0])
+        t.note = 'mine'
+        return t.g.tolist(), t.note, hasattr(t.detach(), 'note'), 'note' in vars(t)
+    assert run(fs) == run(torch)
+
+
+def test_numpy_reads_a_tensor_as_torchs_do():
+    for lib in (fs, torch):
+        t = lib.tensor([[1.0, 2.0], [3.0, 4.0]])
+        a = np.asarray(t)
+        assert a.dtype == np.float32 and a.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+        a[0, 0] = 9.0
+        assert t[0, 0].item() == 9.0, 'np.asarray shares the memory'
+        assert np.asarray(t, dtype=np.float64).dtype == np.float64
+        assert np.asarray(t, dtype=np.float64)[0, 0] == 9.0
+    compare_errors(lambda: np.asarray(fs.ones(2, requires_grad=True)),
+                   lambda: np.asarray(torch.ones(2, requires_grad=True)))
+
+
+def test_tensor_of_tensors_that_require_grad_takes_their_values():
+    ours = fs.tensor([fs.tensor(1.0, requires_grad=True), fs.tensor(2.0)])
+    with pytest.warns(UserWarning):
+        theirs = torch.tensor([torch.tensor(1.0, requires_grad=True), torch.tensor(2.0)])
+    assert ours.tolist() == theirs.tolist() and not ours.requires_grad
+    assert str(ours.dtype) == str(theirs.dtype).replace('torch.', '')

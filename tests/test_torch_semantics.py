@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import fromscratch as fs
-from fromscratch.testing import check_close
+from fromscratch.testing import check_close, compare_errors, error_of
 
 
 def outcome(f, lib):
@@ -792,3 +792,33 @@ def test_torch_cannot_read_ours_either(tmp_path):
 
 def test_save_and_load_are_public():
     assert fs.save is fs.serialization.save and fs.load is fs.serialization.load
+
+
+# ---- semantics a pasted-in program meets: matmul does not promote, 0-d has no len, views do not detach in place ----
+
+@pytest.mark.parametrize('sa, da, sb, db', [
+    ((2, 3), 'float64', (3, 2), 'float32'), ((2, 3), 'float32', (3, 2), 'float64'), ((4, 2, 3), 'float32', (4, 3, 2), 'float64'),
+    ((3,), 'float32', (3, 2), 'float64'), ((2, 3), 'int64', (3, 2), 'float32'), ((3,), 'float64', (3,), 'float32'),
+    ((2, 3), 'float64', (3,), 'float32'), ((4, 2, 3), 'float32', (3,), 'float64'), ((2, 3), 'float16', (3, 2), 'float32')])
+def test_matmul_of_two_dtypes_is_refused_in_torchs_words(sa, da, sb, db):
+    compare_errors(lambda: fs.ones(*sa, dtype=getattr(fs, da)) @ fs.ones(*sb, dtype=getattr(fs, db)),
+                   lambda: torch.ones(*sa, dtype=getattr(torch, da)) @ torch.ones(*sb, dtype=getattr(torch, db)))
+    compare_errors(lambda: fs.matmul(fs.ones(*sa, dtype=getattr(fs, da)), fs.ones(*sb, dtype=getattr(fs, db))),
+                   lambda: torch.matmul(torch.ones(*sa, dtype=getattr(torch, da)), torch.ones(*sb, dtype=getattr(torch, db))))
+
+
+def test_len_of_a_0d_tensor_is_torchs_type_error():
+    compare_errors(lambda: len(fs.tensor(1.0)), lambda: len(torch.tensor(1.0)))
+    assert len(fs.zeros(3, 2)) == len(torch.zeros(3, 2)) == 3
+
+
+@pytest.mark.parametrize('view', ['slice', 'view', 'of a result', 'transpose'])
+def test_a_view_cannot_detach_in_place(view):
+    def make(lib):
+        x = lib.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        return {'slice': lambda: lib.ones(3)[0:2], 'view': lambda: lib.ones(4).view(2, 2),
+                'of a result': lambda: (x * 2)[0], 'transpose': lambda: (x * 2).t()}[view]()
+    compare_errors(lambda: make(fs).detach_(), lambda: make(torch).detach_(), same_message=False)
+    assert str(error_of(lambda: make(fs).detach_())).startswith(str(error_of(lambda: make(torch).detach_()))[:48])
+    y, ty = fs.ones(2, requires_grad=True) * 2, torch.ones(2, requires_grad=True) * 2
+    assert y.detach_().requires_grad == ty.detach_().requires_grad == False    # not a view: fine

@@ -15,9 +15,9 @@ __all__ = ['float32', 'float64', 'float16', 'int64', 'int32', 'int16', 'int8', '
            'cast', 'dependencies', 'add_grads', 'Slots', 'add_into', 'CopyGrad', 'held_arrays', 'new_buffer',
            'first_grad', 'accumulate', 'call_backward', 'validate', 'Run', 'propagate', 'at_node', 'at_leaf', 'seed',
            'check_roots', 'run_backward', 'as_tensors', 'backward', 'clear_grads', 'keep', 'wanted_nodes',
-           'as_tensor_grad', 'like', 'grad', 'unused', 'run_hooks', 'node_hooks', 'default_dtype', 'tensor',
-           'values_of', 'not_numbers', 'size_arg', 'shape_arg', 'factory_shape', 'zeros', 'ones', 'empty', 'full',
-           'arange', 'linspace', 'like_factory', 'zeros_like', 'ones_like', 'empty_like', 'full_like', 'eye',
+           'as_tensor_grad', 'like', 'grad', 'unused', 'run_hooks', 'node_hooks', 'default_dtype', 'holds_tensors',
+           'tensor', 'values_of', 'not_numbers', 'size_arg', 'shape_arg', 'factory_shape', 'zeros', 'ones', 'empty',
+           'full', 'arange', 'linspace', 'like_factory', 'zeros_like', 'ones_like', 'empty_like', 'full_like', 'eye',
            'from_numpy', 'as_tensor', 'Generator', 'default_generator', 'manual_seed', 'random_array', 'rand', 'randn',
            'randint', 'rand_like', 'randn_like', 'normal']
 
@@ -82,7 +82,8 @@ from fromscratch.core.engine import (
     node_hooks,
 )
 from fromscratch.core.factories import (
-    default_dtype, tensor, values_of, not_numbers, size_arg, shape_arg, factory_shape,
+    default_dtype, holds_tensors, tensor, values_of, not_numbers, size_arg, shape_arg,
+    factory_shape,
     zeros, ones, empty, full, arange, linspace, like_factory, zeros_like, ones_like,
     empty_like, full_like, eye, from_numpy, as_tensor
 )
@@ -209,6 +210,7 @@ _all_ = [
     'run_hooks',
     'node_hooks',
     'default_dtype',
+    'holds_tensors',
     'tensor',
     'values_of',
     'not_numbers',

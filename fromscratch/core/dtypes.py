@@ -23,7 +23,7 @@ class Defaults:
 
 defaults = Defaults()
 
-# %% ../../nbs/06a_engine_surface.ipynb 34
+# %% ../../nbs/06a_engine_surface.ipynb 36
 def get_default_dtype():
     "The dtype of Python floats in tensors (float32 unless changed)."
     return defaults.dtype
@@ -36,7 +36,7 @@ def set_default_dtype(d):
         raise TypeError("only floating-point types are supported as the default type")
     defaults.dtype = d
 
-# %% ../../nbs/06a_engine_surface.ipynb 36
+# %% ../../nbs/06a_engine_surface.ipynb 38
 SCALAR_TYPES = {
     float32: 'Float',
     float64: 'Double',

@@ -215,7 +215,7 @@ def clear_grads(tensors, set_to_none=True):
             g.array[...] = 0
             g.version_counter.bump()
 
-# %% ../../nbs/06a_engine_surface.ipynb 47
+# %% ../../nbs/06a_engine_surface.ipynb 49
 def keep(run, node, buf):
     "Capture the gradients of `node`'s outputs that `autograd.grad` asked for."
     for k, g in enumerate(buf):
@@ -243,7 +243,7 @@ def wanted_nodes(nodes, capture, targets):
         )
     return wanted
 
-# %% ../../nbs/06a_engine_surface.ipynb 48
+# %% ../../nbs/06a_engine_surface.ipynb 50
 def as_tensor_grad(g):
     return g if isinstance(g, Tensor) else Tensor(g)  # what a user gets is a Tensor
 def like(g, arrays): return g.array if arrays else g
@@ -278,7 +278,7 @@ def grad(
         tuple(captured.get(k) for k in keys), inputs, allow_unused, materialize_grads
     )
 
-# %% ../../nbs/06a_engine_surface.ipynb 49
+# %% ../../nbs/06a_engine_surface.ipynb 51
 def unused(result, inputs, allow_unused, materialize_grads):
     """Check for inputs that got no gradient: an error, `None`, or zeros
     (`materialize_grads=True`)."""
@@ -300,7 +300,7 @@ def unused(result, inputs, allow_unused, materialize_grads):
         for r, t in zip(result, inputs)
     )
 
-# %% ../../nbs/06a_engine_surface.ipynb 52
+# %% ../../nbs/06a_engine_surface.ipynb 54
 def _backward_targets(inputs):
     """The nodes `backward(..., inputs=)` fills: each input's `AccumulateGrad`, or
     the node of a non-leaf, whose gradient it then retains."""
@@ -314,7 +314,7 @@ def _backward_targets(inputs):
         if t.grad_fn is not None: t.retain_grad()
     return {edge(t)[0] for t in inputs}
 
-# %% ../../nbs/06a_engine_surface.ipynb 55
+# %% ../../nbs/06a_engine_surface.ipynb 57
 class CopyGrad(Function):
     """A differentiable copy of a gradient that becomes a `.grad` (PyTorch's
     `CopyBackwards`)."""
@@ -358,7 +358,7 @@ def first_grad(g, own):
     if getattr(g, 'grad_fn', None) is not None: return CopyGrad.apply(g)
     return a.copy()  # an array: `accumulate` makes it a tensor
 
-# %% ../../nbs/06a_engine_surface.ipynb 91
+# %% ../../nbs/06a_engine_surface.ipynb 93
 def validate(node, grads, arrays):
     """Check the gradients `node`'s backward returned (their number, shapes, dtypes) as
     PyTorch does; arrays if `arrays`."""
@@ -396,7 +396,7 @@ def validate(node, grads, arrays):
         out.append(g if g.dtype == dtype else cast(g, dtype))
     return out
 
-# %% ../../nbs/07a_engine_in_depth.ipynb 53
+# %% ../../nbs/07a_engine_in_depth.ipynb 55
 def run_hooks(hooks, grad):
     """Pass `grad` (a tensor) through each tensor hook in turn; a replacement must keep
     its shape and dtype."""
@@ -415,7 +415,7 @@ def run_hooks(hooks, grad):
         grad = result
     return grad
 
-# %% ../../nbs/07a_engine_in_depth.ipynb 54
+# %% ../../nbs/07a_engine_in_depth.ipynb 56
 def node_hooks(node, buf, arrays):
     """Run the tensor hooks registered on the outputs of `node`, then `retain_grad`'s
     store (hooks see tensors)."""

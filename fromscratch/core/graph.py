@@ -29,9 +29,10 @@ class VersionCounter:
 
 class Tensor(Storage):
     "A numpy array with autograd: `requires_grad`, `grad`, `grad_fn` and `backward()`."
+    # '__dict__': a tensor takes attributes of your own (`x.g = ...`), as torch's do
     __slots__ = ('grad_fn', '_requires_grad', '_output_nr', '_grad', '_version_counter',
                  '_hooks', '_retains_grad', '_accumulator', '_view', '_fw_grad',
-                 '__weakref__')
+                 '__weakref__', '__dict__')
     # numpy defers to our operators: `np.float32(2) * t` calls `t.__rmul__`
     __array_ufunc__ = None
     __hash__ = object.__hash__  # hashable by identity, though `==` compares elementwise
@@ -83,12 +84,21 @@ class Tensor(Storage):
         out = Tensor(self.array)
         out._version_counter = self.version_counter
         return out
-    def detach_(self): self.grad_fn, self._requires_grad = None, False; return self
+    def detach_(self):
+        if self._view is not None:  # its base would keep the history (07a)
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        self.grad_fn, self._requires_grad = None, False
+        return self
     def numpy(self):
         if self._requires_grad:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use"
                                " tensor.detach().numpy() instead.")
         return self.array
+    def __array__(self, dtype=None, copy=None):
+        "What `np.asarray(t)` gives: `t.numpy()`, or a copy of it in `dtype`."
+        a = self.numpy()
+        if dtype is not None and a.dtype != dtype: return a.astype(dtype)
+        return a.copy() if copy else a
     data = property(lambda self: Tensor(self.array),
                     lambda self, value: setattr(self, 'array', value.array
                         if isinstance(value, Tensor) else np.asarray(value)))
@@ -302,10 +312,10 @@ def check_grad(t, grad):
             " tensor are the same size"
         )
 
-# %% ../../nbs/06a_engine_surface.ipynb 35
+# %% ../../nbs/06a_engine_surface.ipynb 37
 def is_tensor(obj): "Whether `obj` is a Tensor."; return isinstance(obj, Tensor)
 
-# %% ../../nbs/06a_engine_surface.ipynb 61
+# %% ../../nbs/06a_engine_surface.ipynb 63
 class ForwardMode:
     """The stack of running transforms, innermost last: dual levels (notebook 14) below
     vmap levels (15), which intercept `Function.apply`, and the 'func' levels that mark

@@ -31,7 +31,9 @@ class Storage:
         return Size(self.array.shape) if dim is None else self.array.shape[dim]
     def dim(self): return self.array.ndim
     def numel(self): return self.array.size
-    def __len__(self): return len(self.array)
+    def __len__(self):
+        if self.array.ndim == 0: raise TypeError("len() of a 0-d tensor")
+        return len(self.array)
     def tolist(self): return self.array.tolist()
     def item(self):
         "The one value of a one-element tensor, as a Python number."

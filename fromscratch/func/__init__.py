@@ -13,7 +13,7 @@ __all__ = ['tree_flatten', 'tree_map', 'FuncLevel', 'transform', 'is_float', 'fr
            'cat_rule', 'stack_rule', 'max_rule', 'matmul_rule', 'linear_rule', 'einsum_rule', 'loss_rule',
            'ELEMENTWISE', 'RULES', 'VmapLevel', 'rule_of', 'batched_call', 'batched_method', 'vmap', 'batch_size',
            'moved', 'to_batched', 'from_batched', 'VmapInfo', 'EXTENDING', 'custom_function_rule', 'own_vmap_rule',
-           'SampleCtx', 'generated_function', 'identity_like', 'jacrev', 'jacfwd', 'hessian']
+           'SampleCtx', 'generated_function', 'identity_like', 'by_argnums', 'jacrev', 'jacfwd', 'hessian']
 
 # %% ../../nbs/15_func.ipynb
 from .pytree import tree_flatten, tree_map
@@ -98,7 +98,8 @@ from fromscratch.func.batching import (
     SampleCtx,
     generated_function,
 )
-from .jacobians import identity_like, jacrev, jacfwd, hessian
+from .jacobians import (
+    identity_like, by_argnums, jacrev, jacfwd, hessian)
 
 # %% ../../nbs/15_func.ipynb
 _all_ = [
@@ -175,6 +176,7 @@ _all_ = [
     'SampleCtx',
     'generated_function',
     'identity_like',
+    'by_argnums',
     'jacrev',
     'jacfwd',
     'hessian',

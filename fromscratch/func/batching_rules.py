@@ -240,7 +240,8 @@ def linear_rule(op, args, batched, size):
     return (
         out
         if bias is None
-        else elementwise_rule(Add.apply, [out, bias], [True, batched[2]], size)
+        else elementwise_rule(
+            Add.apply, [out, bias], [batched[0] or batched[1], batched[2]], size)
     )
 
 # %% ../../nbs/15_func.ipynb

@@ -6,7 +6,7 @@ __all__ = ['BatchNorm1d', 'BatchNorm2d']
 # %% ../../../nbs/09_nn.ipynb
 import numpy as np
 
-from ...core import Tensor, float32, no_grad
+from ...core import Tensor, defaults, float32, no_grad
 from .. import functional
 from .module import Module, check_device
 from ..parameter import Parameter
@@ -35,7 +35,7 @@ class BatchNorm1d(Module):
             momentum,
             affine,
         )
-        self.track_running_stats, dtype = track_running_stats, dtype or float32
+        self.track_running_stats, dtype = track_running_stats, dtype or defaults.dtype
         self.register_parameter(
             'weight', Parameter(np.ones(num_features, dtype)) if affine else None
         )

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ...core import float32
+from ...core import defaults, float32
 from .. import conv, functional, init
 from .module import Module, check_device
 from ..parameter import Parameter
@@ -52,11 +52,11 @@ class Conv2d(Module):
         self.weight = Parameter(
             np.empty(
                 (out_channels, in_channels // groups, *self.kernel_size),
-                dtype=dtype or float32,
+                dtype=dtype or defaults.dtype,
             )
         )
         if bias:
-            self.bias = Parameter(np.empty(out_channels, dtype=dtype or float32))
+            self.bias = Parameter(np.empty(out_channels, dtype=dtype or defaults.dtype))
         else:
             self.register_parameter('bias', None)
         self.reset_parameters()

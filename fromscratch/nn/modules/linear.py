@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ...core import float32
+from ...core import defaults, float32
 from .. import functional, init
 from .module import Module, check_device
 from ..parameter import Parameter
@@ -22,9 +22,10 @@ class Linear(Module):
         check_device(device)
         self.in_features, self.out_features = in_features, out_features
         self.weight = Parameter(
-            np.empty((out_features, in_features), dtype=dtype or float32)
+            np.empty((out_features, in_features), dtype=dtype or defaults.dtype)
         )
-        if bias: self.bias = Parameter(np.empty(out_features, dtype=dtype or float32))
+        if bias:
+            self.bias = Parameter(np.empty(out_features, dtype=dtype or defaults.dtype))
         else: self.register_parameter('bias', None)
         self.reset_parameters()
 

@@ -6,7 +6,7 @@ __all__ = ['LayerNorm']
 # %% ../../../nbs/09_nn.ipynb
 import numpy as np
 
-from ...core import float32
+from ...core import defaults, float32
 from .. import functional
 from .module import Module, check_device
 from ..parameter import Parameter
@@ -33,7 +33,7 @@ class LayerNorm(Module):
         )
         self.eps, self.elementwise_affine = eps, elementwise_affine
         affine = (
-            np.ones(self.normalized_shape, dtype or float32)
+            np.ones(self.normalized_shape, dtype or defaults.dtype)
             if elementwise_affine
             else None
         )

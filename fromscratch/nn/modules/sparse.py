@@ -6,7 +6,7 @@ __all__ = ['Embedding']
 # %% ../../../nbs/09_nn.ipynb
 import numpy as np
 
-from ...core import float32, no_grad
+from ...core import defaults, float32, no_grad
 from .. import functional, init
 from .module import Module, check_device
 from ..parameter import Parameter
@@ -47,7 +47,7 @@ class Embedding(Module):
                 "Shape of weight does not match num_embeddings and embedding_dim"
             )
         table = (
-            np.empty((num_embeddings, embedding_dim), dtype or float32)
+            np.empty((num_embeddings, embedding_dim), dtype or defaults.dtype)
             if _weight is None
             else _weight
         )
