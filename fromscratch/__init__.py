@@ -19,6 +19,10 @@ from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, dot, m
                   softmax, log_softmax, sum, mean, prod, cumsum, max, min, argmax, argmin, var, std, norm, all, any,
                   exp, log, sqrt, rsqrt, abs, relu, sigmoid, tanh, sin, cos, square, log1p, expm1, clamp, clamp_min,
                   clamp_max, pow, floor_divide, logsumexp, sign, isnan, isinf, isfinite, allclose, equal,
-                  repeat, swapaxes, swapdims)
+                  repeat, swapaxes, swapdims,
+                  # each Tensor method's function form, as torch has them: torch.mul(a, b) is a.mul(b)
+                  add, sub, mul, div, neg, eq, ne, lt, le, gt, ge, logical_not, reshape, flatten, squeeze,
+                  unsqueeze, permute, transpose, t, clone)
+divide, clip = div, clamp  # torch's other names for them
 from . import autograd, nn, optim, utils, data, func
 from .serialization import save, load

@@ -822,3 +822,27 @@ def test_a_view_cannot_detach_in_place(view):
     assert str(error_of(lambda: make(fs).detach_())).startswith(str(error_of(lambda: make(torch).detach_()))[:48])
     y, ty = fs.ones(2, requires_grad=True) * 2, torch.ones(2, requires_grad=True) * 2
     assert y.detach_().requires_grad == ty.detach_().requires_grad == False    # not a view: fine
+
+
+_FUNCTION_FORMS = {
+    'add': lambda L, a: L.add(a, 2.0, alpha=3), 'sub': lambda L, a: L.sub(a, a * 2, alpha=0.5),
+    'mul': lambda L, a: L.mul(a, a), 'div': lambda L, a: L.div(a, 2.0), 'divide': lambda L, a: L.divide(2.0 + a, a + 1),
+    'neg': lambda L, a: L.neg(a), 'logical_not': lambda L, a: L.logical_not(a > 2),
+    'reshape': lambda L, a: L.reshape(a, (3, 2)), 'flatten': lambda L, a: L.flatten(a),
+    'unsqueeze': lambda L, a: L.unsqueeze(a, 1), 'squeeze': lambda L, a: L.squeeze(L.unsqueeze(a, 0)),
+    'permute': lambda L, a: L.permute(a, (1, 0)), 'transpose': lambda L, a: L.transpose(a, 0, 1),
+    't': lambda L, a: L.t(a), 'clone': lambda L, a: L.clone(a), 'clip': lambda L, a: L.clip(a, 1.0, 4.0),
+    'eq': lambda L, a: L.eq(a, 2.0), 'ne': lambda L, a: L.ne(a, a), 'lt': lambda L, a: L.lt(a, 3.0),
+    'le': lambda L, a: L.le(a, 3.0), 'gt': lambda L, a: L.gt(a, 3.0), 'ge': lambda L, a: L.ge(a, 3.0),
+}
+
+
+@pytest.mark.parametrize('name', sorted(_FUNCTION_FORMS))
+def test_a_tensor_methods_function_form_is_torchs(name):
+    def run(lib):
+        a = lib.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+        out = _FUNCTION_FORMS[name](lib, a)
+        if out.requires_grad: out.sum().backward()
+        return (out.detach().numpy().tolist(), str(out.dtype).split('.')[-1], tuple(out.shape),
+                None if a.grad is None else a.grad.numpy().tolist())
+    assert run(fs) == run(torch)
