@@ -555,3 +555,40 @@ def test_tensor_of_tensors_that_require_grad_takes_their_values():
         theirs = torch.tensor([torch.tensor(1.0, requires_grad=True), torch.tensor(2.0)])
     assert ours.tolist() == theirs.tolist() and not ours.requires_grad
     assert str(ours.dtype) == str(theirs.dtype).replace('torch.', '')
+
+
+@pytest.mark.parametrize('dtype', ['float16', 'float32', 'float64', None])
+def test_finfo_is_torchs(dtype):
+    ours = fs.finfo() if dtype is None else fs.finfo(getattr(fs, dtype))
+    theirs = torch.finfo() if dtype is None else torch.finfo(getattr(torch, dtype))
+    assert repr(ours) == repr(theirs)
+    for name in ('bits', 'eps', 'max', 'min', 'tiny', 'smallest_normal', 'resolution', 'dtype'):
+        assert getattr(ours, name) == getattr(theirs, name), name
+
+
+@pytest.mark.parametrize('dtype', ['uint8', 'int8', 'int16', 'int32', 'int64'])
+def test_iinfo_is_torchs(dtype):
+    ours, theirs = fs.iinfo(getattr(fs, dtype)), torch.iinfo(getattr(torch, dtype))
+    assert repr(ours) == repr(theirs)
+    assert (ours.bits, ours.max, ours.min, ours.dtype) == (theirs.bits, theirs.max, theirs.min, theirs.dtype)
+
+
+def test_finfo_and_iinfo_refuse_the_other_kind_of_dtype():
+    for ours, theirs in [(lambda: fs.finfo(fs.int64), lambda: torch.finfo(torch.int64)),
+                         (lambda: fs.iinfo(fs.float32), lambda: torch.iinfo(torch.float32)),
+                         (lambda: fs.iinfo(fs.bool), lambda: torch.iinfo(torch.bool))]:
+        compare_errors(ours, theirs, same_message=False)
+
+
+@pytest.mark.parametrize('make', ['0-d float', '0-d int', 'one element', 'matrix', 'bool', 'float16'])
+def test_readings_and_format_specs_are_torchs(make):
+    def run(lib):
+        t = {'0-d float': lambda: lib.tensor(2.345), '0-d int': lambda: lib.tensor(7),
+             'one element': lambda: lib.tensor([1.5]), 'matrix': lambda: lib.ones(2, 3, dtype=lib.float64),
+             'bool': lambda: lib.tensor([True, False]), 'float16': lambda: lib.zeros(4, dtype=lib.float16)}[make]()
+        specs = []
+        for spec in ('', '+.2f', '>8', 'e'):
+            try: specs.append(format(t, spec) if t.dim() == 0 or spec == '' else format(t, spec))
+            except TypeError as e: specs.append(('TypeError', str(e)))
+        return t.nelement(), t.element_size(), t.is_floating_point(), [s if t.dim() == 0 else type(s).__name__ for s in specs]
+    assert run(fs) == run(torch)

@@ -3,11 +3,11 @@
 # %% auto 0
 __all__ = ['float32', 'float64', 'float16', 'int64', 'int32', 'int16', 'int8', 'uint8', 'bool', 'long', 'double', 'half', 'short',
            'float', 'int', 'Defaults', 'defaults', 'get_default_dtype', 'set_default_dtype', 'SCALAR_TYPES',
-           'scalar_type', 'printed_values', 'element_format', 'with_suffixes', 'one_value', 'Storage', 'Size',
-           'GradMode', 'grad_mode', 'is_grad_enabled', 'no_grad', 'enable_grad', 'set_grad_enabled', 'DEVICE_TYPES',
-           'device', 'CPU', 'check_device', 'set_default_device', 'get_default_device', 'no_gpu', 'gpu_count',
-           'seed_gpus', 'cuda', 'backends', 'check_requires_grad', 'check_grad', 'VersionCounter', 'Tensor',
-           'tensor_data', 'version_of', 'check_saved', 'NODE_NAMES', 'Context', 'AccumulateGrad', 'Function',
+           'scalar_type', 'finfo', 'iinfo', 'printed_values', 'element_format', 'with_suffixes', 'one_value', 'Storage',
+           'Size', 'GradMode', 'grad_mode', 'is_grad_enabled', 'no_grad', 'enable_grad', 'set_grad_enabled',
+           'DEVICE_TYPES', 'device', 'CPU', 'check_device', 'set_default_device', 'get_default_device', 'no_gpu',
+           'gpu_count', 'seed_gpus', 'cuda', 'backends', 'check_requires_grad', 'check_grad', 'VersionCounter',
+           'Tensor', 'tensor_data', 'version_of', 'check_saved', 'NODE_NAMES', 'Context', 'AccumulateGrad', 'Function',
            'Unrecorded', 'UNRECORDED', 'ForwardMode', 'forward_mode', 'linear_jvp', 'unrecorded', 'edge',
            'stale_views_need_grad', 'connect', 'is_tensor', 'View', 'Composed', 'make_view', 'view_of', 'rebase',
            'shape_of', 'operands', 'broadcast_op', 'broadcast_error', 'category', 'dtype_of', 'result_type', 'Add',
@@ -25,7 +25,7 @@ __all__ = ['float32', 'float64', 'float16', 'int64', 'int32', 'int16', 'int8', '
 from fromscratch.core.dtypes import (
     float32, float64, float16, int64, int32, int16, int8, uint8, bool, long, double,
     half, short, float, int, Defaults, defaults, get_default_dtype, set_default_dtype,
-    SCALAR_TYPES, scalar_type
+    SCALAR_TYPES, scalar_type, finfo, iinfo
 )
 from .printing import printed_values, element_format, with_suffixes
 from .storage import one_value, Storage, Size
@@ -114,6 +114,8 @@ _all_ = [
     'set_default_dtype',
     'SCALAR_TYPES',
     'scalar_type',
+    'finfo',
+    'iinfo',
     'printed_values',
     'element_format',
     'with_suffixes',

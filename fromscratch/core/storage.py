@@ -31,6 +31,12 @@ class Storage:
         return Size(self.array.shape) if dim is None else self.array.shape[dim]
     def dim(self): return self.array.ndim
     def numel(self): return self.array.size
+    def nelement(self): return self.array.size  # torch's older name for numel()
+    def element_size(self): return self.array.itemsize  # bytes per element
+    def is_floating_point(self): return self.array.dtype.kind == 'f'
+    def __format__(self, spec):  # f'{t:.2f}' of a 0-d tensor formats its number
+        if self.array.ndim == 0: return format(self.item(), spec)
+        return object.__format__(self, spec)
     def __len__(self):
         if self.array.ndim == 0: raise TypeError("len() of a 0-d tensor")
         return len(self.array)
