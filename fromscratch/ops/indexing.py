@@ -2,7 +2,9 @@
 
 # %% auto 0
 __all__ = ['concat', 'concatenate', 'METHODS', 'NODE_NAMES', 'numpy_index', 'may_repeat', 'Index', 'IndexAdd', 'getitem',
-           'iterate', 'tangent_or_zeros', 'check_cat', 'check_stack', 'Cat', 'Stack', 'cat', 'stack']
+           'iterate', 'tangent_or_zeros', 'check_cat', 'check_stack', 'Cat', 'Stack', 'cat', 'stack', 'index_check',
+           'along', 'check_gather', 'Gather', 'ScatterAdd', 'IndexSelect', 'MaskedFill', 'torch_dtype_name', 'gather',
+           'scatter_add', 'index_select', 'MaskedFillByTensor', 'masked_fill']
 
 # %% ../../nbs/07_ops.ipynb
 import builtins
@@ -176,6 +178,145 @@ def stack(tensors, dim=0):
 concat = concatenate = cat
 
 # %% ../../nbs/07_ops.ipynb
-METHODS = {'__getitem__': getitem, '__iter__': iterate}
-NODE_NAMES = backward0(Index, IndexAdd, Cat, Stack)
+def index_check(name, index, kinds='iu'):
+    "The array of `index`, checked to hold integers as torch's `name` wants them."
+    a = index.array if isinstance(index, Tensor) else np.asarray(index)
+    if a.dtype.kind not in kinds:
+        raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
+    return a
+
+def along(index, dim):
+    """The full numpy index that reads, at each position of `index`, the element whose
+    coordinate along `dim` is the index there."""
+    full = list(np.indices(index.shape, sparse=True))
+    full[dim] = index
+    return tuple(full)
+
+def check_gather(a, index, dim):
+    "torch's error when `index` is larger than `a` outside `dim`, or points past it."
+    for d, (n, k) in enumerate(zip(a.shape, index.shape)):
+        if d != dim and k > n:
+            raise RuntimeError(
+                f"Size does not match at dimension {d} expected index"
+                f" {list(index.shape)} to be no larger than self {list(a.shape)} apart"
+                f" from dimension {dim}")
+    if index.size and not (-a.shape[dim] <= index.min() and index.max() < a.shape[dim]):
+        bad = index.max() if index.max() >= a.shape[dim] else index.min()
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {dim} with size"
+                           f" {a.shape[dim]}")
+
+class Gather(Function):
+    "input.gather(dim, index): for each position of `index`, the element it names."
+    @staticmethod
+    def forward(ctx, a, dim, index):
+        d = dim_index(dim, a.array.ndim) or 0
+        check_gather(a.array, index, d)
+        ctx.shape, ctx.idx = a.array.shape, along(index, d)
+        return Tensor(a.array[ctx.idx])
+    @staticmethod
+    def backward(ctx, grad_output):
+        return IndexAdd.apply(grad_output, ctx.idx, ctx.shape), None, None
+    jvp = staticmethod(linear_jvp)
+
+class ScatterAdd(Function):
+    """input.scatter_add(dim, index, src): a copy of input with each element of src
+    added at the position index names along dim; repeated positions accumulate."""
+    @staticmethod
+    def forward(ctx, a, dim, index, src):
+        d = dim_index(dim, a.array.ndim) or 0
+        check_gather(a.array, index, d)
+        ctx.idx, ctx.part = along(index, d), tuple(slice(0, k) for k in index.shape)
+        ctx.src_shape = src.array.shape
+        out = a.array.copy()
+        np.add.at(out, ctx.idx, src.array[ctx.part])
+        return Tensor(out)
+    @staticmethod
+    def backward(ctx, grad_output):
+        g_src = None
+        if ctx.needs_input_grad[3]:
+            picked = Index.apply(grad_output, ctx.idx)
+            g_src = IndexAdd.apply(picked, ctx.part, ctx.src_shape)
+        return grad_output, None, None, g_src
+    @staticmethod
+    def jvp(ctx, ta, _, __, ts):
+        a, dim, index, src = ctx.args
+        ta = ta if ta is not None else Tensor(np.zeros_like(a.array))
+        ts = ts if ts is not None else Tensor(np.zeros_like(src.array))
+        return ScatterAdd.apply(ta, dim, index, ts)
+
+class IndexSelect(Function):
+    "input.index_select(dim, index): the slices along dim that the vector index names."
+    @staticmethod
+    def forward(ctx, a, dim, index):
+        if index.ndim > 1:
+            raise IndexError("index_select(): Index is supposed to be a vector")
+        d = dim_index(dim, a.array.ndim) or 0
+        ctx.shape, ctx.idx = a.array.shape, (slice(None),) * d + (index.reshape(-1),)
+        return Tensor(np.take(a.array, index.reshape(-1), axis=d))
+    @staticmethod
+    def backward(ctx, grad_output):
+        return IndexAdd.apply(grad_output, ctx.idx, ctx.shape), None, None
+    jvp = staticmethod(linear_jvp)
+
+class MaskedFill(Function):
+    """input.masked_fill(mask, value): `value` where the boolean `mask` is true, the
+    input elsewhere; a 0-d tensor value gets the gradient of the places it filled."""
+    @staticmethod
+    def forward(ctx, a, mask, value):
+        m = mask.array if isinstance(mask, Tensor) else np.asarray(mask)
+        if m.dtype.kind != 'b':
+            raise RuntimeError("masked_fill_ only supports boolean masks, but got mask"
+                               f" with dtype {torch_dtype_name(m.dtype)}")
+        v = value.array if isinstance(value, Tensor) else np.asarray(value)
+        if v.ndim:
+            raise RuntimeError(
+                "masked_fill_ only supports a 0-dimensional value tensor, but got"
+                f" tensor with {v.ndim} dimension(s).")
+        ctx.mask = m
+        return Tensor(np.where(m, v.astype(a.array.dtype), a.array))
+    @staticmethod
+    def backward(ctx, grad_output):
+        n_a, _, n_v = ctx.needs_input_grad
+        keep = Tensor(~ctx.mask)
+        g_a = grad_output * keep if n_a else None
+        g_v = (grad_output * Tensor(ctx.mask)).sum() if n_v else None
+        return g_a, None, g_v
+    @staticmethod
+    def jvp(ctx, ta, _, tv):
+        a, mask, value = ctx.args
+        ta = ta if ta is not None else Tensor(np.zeros_like(a.array))
+        return MaskedFill.apply(ta, mask, tv if tv is not None else 0.0)
+
+def torch_dtype_name(dtype):
+    "How torch's messages name a dtype: float for float32, double for float64."
+    return {'float32': 'float', 'float64': 'double', 'float16': 'half'}.get(
+        str(dtype), str(dtype))
+
+def gather(input, dim, index):
+    "`input.gather(dim, index)`."
+    return Gather.apply(input, dim, index_check('gather', index))
+
+def scatter_add(input, dim, index, src):
+    "`input.scatter_add(dim, index, src)`."
+    return ScatterAdd.apply(input, dim, index_check('scatter_add', index), src)
+
+def index_select(input, dim, index):
+    "`input.index_select(dim, index)`."
+    return IndexSelect.apply(input, dim, index_check('index_select', index))
+
+class MaskedFillByTensor(MaskedFill):
+    "`masked_fill` with a 0-d tensor for its value: torch's variant 1 of the node."
+
+def masked_fill(input, mask, value):
+    "`input.masked_fill(mask, value)`."
+    op = MaskedFillByTensor if isinstance(value, Tensor) else MaskedFill
+    return op.apply(input, mask, value)
+
+# %% ../../nbs/07_ops.ipynb
+METHODS = {'__getitem__': getitem, '__iter__': iterate, 'gather': gather,
+           'scatter_add': scatter_add, 'index_select': index_select,
+           'masked_fill': masked_fill}
+NODE_NAMES = backward0(Index, IndexAdd, Cat, Stack, Gather, ScatterAdd, IndexSelect,
+                       MaskedFill)
+NODE_NAMES[MaskedFillByTensor] = 'MaskedFillBackward1'
 bind(METHODS, NODE_NAMES)
