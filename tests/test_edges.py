@@ -457,9 +457,19 @@ EVERY_FUNCTION = {   # the Function class it exercises: (expression, input shape
     'BatchNormFunction': (lambda x, w, b: torch_or_ours(F.batch_norm, TF.batch_norm)(x, None, None, w, b, True) ** 3,
                           [(4, 3, 2), (3,), (3,)]),
     'PrimalView': (lambda x: torch_or_ours(fs.autograd.forward_ad.PrimalView.apply, lambda t: t.view_as(t))(x) ** 3, [(3, 4)]),
+    'GatherDim': (lambda x: x.gather(1, _made_like(x, [[0, 2], [1, 1], [3, 0]])) ** 3, [(3, 4)]),
+    'ScatterAddDim': (lambda x, s: x.scatter_add(1, _made_like(x, [[0, 0], [3, 1], [2, 2]]), s * s) ** 2,
+                      [(3, 4), (3, 2)]),
+    'IndexSelect': (lambda x: x.index_select(1, _made_like(x, [3, 3, 0])) ** 3, [(3, 4)]),
+    'MaskedFill': (lambda x: x.masked_fill(_made_like(x, [True, False, False, True]), 0.5) ** 3, [(3, 4)]),
     'GELUExtension': (lambda x: torch_or_ours(cpp_extension.gelu_cpp, TF.gelu)(x) * x, [(3, 4)]),
     'GELUExtensionBackward': (lambda x: torch_or_ours(cpp_extension.gelu_cpp, TF.gelu)(x * x + x), [(3, 4)]),
 }
+
+
+def _made_like(x, data):
+    "An index or mask `data` in the library of the tensor `x`."
+    return (fs.tensor if isinstance(x, Tensor) else torch.tensor)(data)
 
 
 def _library_functions():

@@ -3,8 +3,8 @@
 # %% auto 0
 __all__ = ['concat', 'concatenate', 'METHODS', 'NODE_NAMES', 'numpy_index', 'may_repeat', 'Index', 'IndexAdd', 'getitem',
            'iterate', 'tangent_or_zeros', 'check_cat', 'check_stack', 'Cat', 'Stack', 'cat', 'stack', 'index_check',
-           'along', 'check_gather', 'Gather', 'ScatterAdd', 'IndexSelect', 'MaskedFill', 'torch_dtype_name', 'gather',
-           'scatter_add', 'index_select', 'MaskedFillByTensor', 'masked_fill']
+           'along', 'check_gather', 'GatherDim', 'ScatterAddDim', 'IndexSelect', 'MaskedFill', 'torch_dtype_name',
+           'gather', 'scatter_add', 'index_select', 'MaskedFillByTensor', 'masked_fill']
 
 # %% ../../nbs/07_ops.ipynb
 import builtins
@@ -205,7 +205,7 @@ def check_gather(a, index, dim):
         raise RuntimeError(f"index {bad} is out of bounds for dimension {dim} with size"
                            f" {a.shape[dim]}")
 
-class Gather(Function):
+class GatherDim(Function):
     "input.gather(dim, index): for each position of `index`, the element it names."
     @staticmethod
     def forward(ctx, a, dim, index):
@@ -218,7 +218,7 @@ class Gather(Function):
         return IndexAdd.apply(grad_output, ctx.idx, ctx.shape), None, None
     jvp = staticmethod(linear_jvp)
 
-class ScatterAdd(Function):
+class ScatterAddDim(Function):
     """input.scatter_add(dim, index, src): a copy of input with each element of src
     added at the position index names along dim; repeated positions accumulate."""
     @staticmethod
@@ -242,7 +242,7 @@ class ScatterAdd(Function):
         a, dim, index, src = ctx.args
         ta = ta if ta is not None else Tensor(np.zeros_like(a.array))
         ts = ts if ts is not None else Tensor(np.zeros_like(src.array))
-        return ScatterAdd.apply(ta, dim, index, ts)
+        return ScatterAddDim.apply(ta, dim, index, ts)
 
 class IndexSelect(Function):
     "input.index_select(dim, index): the slices along dim that the vector index names."
@@ -294,11 +294,11 @@ def torch_dtype_name(dtype):
 
 def gather(input, dim, index):
     "`input.gather(dim, index)`."
-    return Gather.apply(input, dim, index_check('gather', index))
+    return GatherDim.apply(input, dim, index_check('gather', index))
 
 def scatter_add(input, dim, index, src):
     "`input.scatter_add(dim, index, src)`."
-    return ScatterAdd.apply(input, dim, index_check('scatter_add', index), src)
+    return ScatterAddDim.apply(input, dim, index_check('scatter_add', index), src)
 
 def index_select(input, dim, index):
     "`input.index_select(dim, index)`."
@@ -316,7 +316,7 @@ def masked_fill(input, mask, value):
 METHODS = {'__getitem__': getitem, '__iter__': iterate, 'gather': gather,
            'scatter_add': scatter_add, 'index_select': index_select,
            'masked_fill': masked_fill}
-NODE_NAMES = backward0(Index, IndexAdd, Cat, Stack, Gather, ScatterAdd, IndexSelect,
-                       MaskedFill)
-NODE_NAMES[MaskedFillByTensor] = 'MaskedFillBackward1'
+NODE_NAMES = backward0(Index, IndexAdd, Cat, Stack, IndexSelect, MaskedFill)
+NODE_NAMES.update({GatherDim: 'GatherBackward0', ScatterAddDim: 'ScatterAddBackward0',
+                   MaskedFillByTensor: 'MaskedFillBackward1'})
 bind(METHODS, NODE_NAMES)
