@@ -38,11 +38,15 @@ def run_notebook(path, timeout=1200):
 
 def main(paths):
     paths = [Path(p) for p in paths] or sorted((ROOT / 'nbs').glob('*.ipynb'))
-    for p in paths:
-        print(f'running {p}', flush=True)
-        run_notebook(p)
-    # nbdev_clean, keeping the metadata as JupyterLab writes it (tools/clean.py says why)
-    subprocess.run([sys.executable, str(ROOT / 'tools' / 'clean.py'), *map(str, paths)], check=True, cwd=ROOT)
+    ran = []
+    try:
+        for p in paths:
+            print(f'running {p}', flush=True)
+            run_notebook(p)
+            ran.append(p)
+    finally:  # a notebook that fails stops the run; those that ran before it are written, so clean them
+        # nbdev_clean, keeping the metadata as JupyterLab writes it (tools/clean.py says why)
+        if ran: subprocess.run([sys.executable, str(ROOT / 'tools' / 'clean.py'), *map(str, ran)], check=True, cwd=ROOT)
     # nbdev_export, for notebooks that export into several modules (tools/export.py says why)
     subprocess.run([sys.executable, str(ROOT / 'tools' / 'export.py')], check=True, cwd=ROOT)
     subprocess.run([sys.executable, str(ROOT / 'tools' / 'readme.py')], check=True, cwd=ROOT)
