@@ -51,14 +51,20 @@ def test_masked_fill_casts_its_value_to_the_tensors_dtype():
 
 
 @pytest.mark.parametrize('mistake', ['float index', 'index past the end', 'index too large', 'float mask',
-                                     'a vector value', 'a matrix for index_select'])
+                                     'a vector value', 'a matrix for index_select', 'a negative index',
+                                     'a negative scatter index', 'a negative index_select index',
+                                     'index_select past the end'])
 def test_mistakes_get_torchs_errors(mistake):
     f = {'float index': lambda L: L.ones(2, 3).gather(1, L.tensor([[0.0], [2.0]])),
          'index past the end': lambda L: L.ones(2, 3).gather(1, L.tensor([[0], [3]])),
          'index too large': lambda L: L.ones(2, 3).gather(0, L.tensor([[0, 1, 1, 0]])),
          'float mask': lambda L: L.ones(3).masked_fill(L.tensor([1.0, 0.0, 1.0]), 0.0),
          'a vector value': lambda L: L.ones(3).masked_fill(L.tensor([True, False, True]), L.tensor([1.0, 2.0])),
-         'a matrix for index_select': lambda L: L.ones(2, 3).index_select(1, L.tensor([[0]]))}[mistake]
+         'a matrix for index_select': lambda L: L.ones(2, 3).index_select(1, L.tensor([[0]])),
+         'a negative index': lambda L: L.ones(2, 3).gather(1, L.tensor([[-1], [0]])),  # no wrapping
+         'a negative scatter index': lambda L: L.ones(2, 3).scatter_add(1, L.tensor([[-1], [0]]), L.ones(2, 1)),
+         'a negative index_select index': lambda L: L.ones(2, 3).index_select(1, L.tensor([-1])),
+         'index_select past the end': lambda L: L.ones(2, 3).index_select(1, L.tensor([0, 3]))}[mistake]
     compare_errors(lambda: f(fs), lambda: f(torch))
 
 

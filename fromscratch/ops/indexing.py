@@ -200,7 +200,7 @@ def check_gather(a, index, dim):
                 f"Size does not match at dimension {d} expected index"
                 f" {list(index.shape)} to be no larger than self {list(a.shape)} apart"
                 f" from dimension {dim}")
-    if index.size and not (-a.shape[dim] <= index.min() and index.max() < a.shape[dim]):
+    if index.size and not (0 <= index.min() and index.max() < a.shape[dim]):  # no wrap
         bad = index.max() if index.max() >= a.shape[dim] else index.min()
         raise RuntimeError(f"index {bad} is out of bounds for dimension {dim} with size"
                            f" {a.shape[dim]}")
@@ -251,8 +251,13 @@ class IndexSelect(Function):
         if index.ndim > 1:
             raise IndexError("index_select(): Index is supposed to be a vector")
         d = dim_index(dim, a.array.ndim) or 0
-        ctx.shape, ctx.idx = a.array.shape, (slice(None),) * d + (index.reshape(-1),)
-        return Tensor(np.take(a.array, index.reshape(-1), axis=d))
+        n, flat = a.array.shape[d] if a.array.ndim else 1, index.reshape(-1)
+        if flat.size and not (0 <= flat.min() and flat.max() < n):  # no wrapping
+            bad = flat.max() if flat.max() >= n else flat.min()
+            raise RuntimeError(
+                f"INDICES element is out of DATA bounds, id={bad} axis_dim={n}")
+        ctx.shape, ctx.idx = a.array.shape, (slice(None),) * d + (flat,)
+        return Tensor(np.take(a.array, flat, axis=d))
     @staticmethod
     def backward(ctx, grad_output):
         return IndexAdd.apply(grad_output, ctx.idx, ctx.shape), None, None
