@@ -437,6 +437,9 @@ EVERY_FUNCTION = {   # the Function class it exercises: (expression, input shape
     'Log1p': (lambda x: x.log1p(), [(3, 4)], 'pos'), 'Expm1': (lambda x: x.expm1() * x, [(3, 4)]),
     'Rsqrt': (lambda x: x.rsqrt(), [(3, 4)], 'pos'), 'Prod': (lambda x: x.prod(1) * x.prod() , [(3, 4)], 'grid'),
     'Cumsum': (lambda x: x.cumsum(1) ** 2, [(3, 4)]), 'Repeat': (lambda x: x.repeat(2, 1, 3) ** 2, [(3, 4)]),
+    'Sort': (lambda x: x.sort(1).values ** 3 + x.topk(2, 0, largest=False).values.sum() * x, [(3, 4)]),
+    'Log2': (lambda x: x.log2() * x, [(3, 4)], 'pos'), 'Log10': (lambda x: x.log10(), [(3, 4)], 'pos'),
+    'Tril': (lambda x: x.tril(1) ** 3, [(3, 4)]), 'Triu': (lambda x: x.triu(-1) * x, [(2, 3, 4)]),
     'FloorDivide': (lambda x: (x.detach() // 0.3) * x * x, [(3, 4)]),   # no derivative (a backward through it raises)
     'LinearFunction': FUSED_SECOND['linear'], 'NLLLossFunction': (lambda x, t: F.nll_loss(x, t) if isinstance(x, Tensor)
                                                                   else TF.nll_loss(x, t), [(4, 3), 'target']),
