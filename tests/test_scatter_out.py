@@ -270,3 +270,106 @@ def test_a_saved_tensor_changed_by_scatter_is_caught_at_backward():
         y.scatter_(1, L.tensor([[0], [1]]), 0.0)
         with pytest.raises(RuntimeError, match='modified by an inplace operation'):
             z.backward()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# strides, offset, storage
+
+VIEWS = {
+    'itself': lambda x: x, 'transpose(0, 2)': lambda x: x.transpose(0, 2), 'transpose(0, 1)': lambda x: x.transpose(0, 1),
+    'permute(2, 0, 1)': lambda x: x.permute(2, 0, 1), 'mT': lambda x: x.mT, 'swapaxes(0, 1)': lambda x: x.swapaxes(0, 1),
+    '[:, ::2]': lambda x: x[:, ::2], '[1, :, 1::3]': lambda x: x[1, :, 1::3], '[:, 1]': lambda x: x[:, 1],
+    '[1]': lambda x: x[1], '[1, 2, 3]': lambda x: x[1, 2, 3], '[:, 1:2]': lambda x: x[:, 1:2],
+    '[0, :1, :1]': lambda x: x[0, :1, :1], '[:0]': lambda x: x[:0], '[0].T[1:]': lambda x: x[0].T[1:],
+    '[0].expand(5, 3, 4)': lambda x: x[0].expand(5, 3, 4), '[:, :1].expand(2, 3, 4)': lambda x: x[:, :1].expand(2, 3, 4),
+    'expand(1, 2, 3, 4)': lambda x: x.expand(1, 2, 3, 4), '[0, 0, 0].expand(3)': lambda x: x[0, 0, 0].expand(3),
+    'unsqueeze(1).expand(2, 5, 3, 4)': lambda x: x.unsqueeze(1).expand(2, 5, 3, 4),
+    'unsqueeze(0)': lambda x: x.unsqueeze(0), 'unsqueeze(1)': lambda x: x.unsqueeze(1), 'unsqueeze(-1)': lambda x: x.unsqueeze(-1),
+    '[None]': lambda x: x[None], '[:, None]': lambda x: x[:, None], '[..., None]': lambda x: x[..., None],
+    'transpose(0, 1).unsqueeze(0)': lambda x: x.transpose(0, 1).unsqueeze(0),
+    '[:, ::2].unsqueeze(1)': lambda x: x[:, ::2].unsqueeze(1),
+    'reshape(6, 4)': lambda x: x.reshape(6, 4), 'reshape(4, 1, 6)': lambda x: x.reshape(4, 1, 6),
+    'view(-1)': lambda x: x.view(-1), 'flatten()': lambda x: x.flatten(), 'reshape(24)[3:]': lambda x: x.reshape(24)[3:],
+    '[:, :1].squeeze(1)': lambda x: x[:, :1].squeeze(1), '[:, ::2].view(2, 2, 1, 4)': lambda x: x[:, ::2].view(2, 2, 1, 4),
+    'transpose(1, 2).reshape(2, 12)': lambda x: x.transpose(1, 2).reshape(2, 12),
+    'transpose(0, 1).contiguous()': lambda x: x.transpose(0, 1).contiguous(), 'detach()': lambda x: x.detach(),
+    'clone()': lambda x: x.clone(), 'sum(0)': lambda x: x.sum(0), 'x + 1': lambda x: x + 1,
+    'transpose(0, 2) + 1': lambda x: x.transpose(0, 2) + 1, 'x.transpose(0, 2).exp()': lambda x: x.transpose(0, 2).exp(),
+}
+
+
+def layout(v, base):
+    "What a view's memory looks like: strides, offset, contiguity, and whether it shares the base's storage."
+    same = v.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
+    step = v.data_ptr() - base.data_ptr() if same and v.numel() else None   # bytes from the base's start
+    return v.stride(), v.storage_offset(), v.is_contiguous(), same, step
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int64', 'bool'])
+@pytest.mark.parametrize('name', list(VIEWS))
+def test_strides_offsets_and_shared_storage_agree_with_torch(name, dtype):
+    x = fs.tensor(np.arange(24).reshape(2, 3, 4).astype(dtype))
+    tx = torch.tensor(np.arange(24).reshape(2, 3, 4).astype(dtype))
+    v, tv = VIEWS[name](x), VIEWS[name](tx)
+    assert layout(v, x) == layout(tv, tx)
+    for d in range(-v.ndim, v.ndim): assert v.stride(d) == tv.stride(d) == v.stride(dim=d)
+
+
+@pytest.mark.parametrize('shape', [(), (1,), (5,), (3, 1), (1, 3), (3, 1, 1), (1, 1), (0,), (0, 3), (3, 0), (2, 0, 3)])
+def test_strides_of_new_tensors_agree_with_torch(shape):
+    for make in ('zeros', 'ones', 'empty', 'rand'):
+        t, tt = getattr(fs, make)(shape), getattr(torch, make)(shape)
+        assert (t.stride(), t.storage_offset(), t.is_contiguous(), len(t.untyped_storage())) == \
+               (tt.stride(), tt.storage_offset(), tt.is_contiguous(), len(tt.untyped_storage()))
+
+
+@pytest.mark.parametrize('mistake', ['a dim past the end', 'a dim before the start', 'a 0-d tensor', 'a 0-d tensor, -1'])
+def test_stride_of_a_dimension_that_is_not_there_gets_torchs_error(mistake):
+    f = {'a dim past the end': lambda L: L.ones(2, 3).stride(2),
+         'a dim before the start': lambda L: L.ones(2, 3).stride(-3),
+         'a 0-d tensor': lambda L: L.tensor(1.0).stride(0),
+         'a 0-d tensor, -1': lambda L: L.tensor(1.0).stride(-1)}[mistake]
+    compare_errors(lambda: f(fs), lambda: f(torch))
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int64', 'int32', 'bool', 'uint8'])
+def test_the_storage_of_a_view_is_its_bases_memory_as_torch_shows_it(dtype):
+    def read(L):
+        x = L.tensor((np.arange(12) % 3).reshape(3, 4).astype(dtype))
+        v = x.T[1:, ::2]
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter('always')
+            s = v.storage()
+        if L is fs:   # (torch warns once in a process, which another test may have used up)
+            assert [str(w.message)[:36] for w in seen] == ['TypedStorage is deprecated. It will ']
+        u = v.untyped_storage()
+        assert s.data_ptr() == u.data_ptr() == x.storage().data_ptr() == x.data_ptr() != v.data_ptr()
+        assert list(s) == s.tolist() and s.size() == len(s)
+        name = lambda r: r.replace('fromscratch.core.', 'torch.').replace('fromscratch.', 'torch.')
+        return (len(s), s.tolist(), s[5], s[-1], str(s.dtype).split('.')[-1], s.element_size(), s.nbytes(),
+                str(s.device), len(u), u.tolist(), u[3], name(repr(s)), name(repr(u)), v.data_ptr() - x.data_ptr())
+    assert read(fs) == read(torch)
+
+
+def test_writing_into_the_storage_changes_every_view_and_bumps_no_version():
+    for L in (fs, torch):
+        x = L.zeros(2, 3)
+        row = x[1]
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            s = row.storage()
+        s[4] = 7.0
+        s[-6] = 1.5
+        assert x.tolist() == [[1.5, 0, 0], [0, 7.0, 0]] and row.tolist() == [0, 7.0, 0]
+        assert x._version == row._version == 0
+
+
+def test_the_storage_refuses_what_torchs_refuses():
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        for f in (lambda L: L.ones(2).storage()[2], lambda L: L.ones(2).storage()[-3],
+                  lambda L: L.ones(2).storage()[0:1]):
+            compare_errors(lambda: f(fs), lambda: f(torch))
+        empty, tempty = fs.ones(0).storage(), torch.ones(0).storage()
+        assert (len(empty), repr(empty).split('\n')[0]) == (len(tempty), repr(tempty).split('\n')[0])
+    assert fs.TypedStorage is fs.core.TypedStorage and fs.UntypedStorage is fs.core.UntypedStorage
