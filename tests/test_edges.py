@@ -465,6 +465,10 @@ EVERY_FUNCTION = {   # the Function class it exercises: (expression, input shape
                       [(3, 4), (3, 2)]),
     'IndexSelect': (lambda x: x.index_select(1, _made_like(x, [3, 3, 0])) ** 3, [(3, 4)]),
     'MaskedFill': (lambda x: x.masked_fill(_made_like(x, [True, False, False, True]), 0.5) ** 3, [(3, 4)]),
+    'ScatterDim': (lambda x, s: x.scatter(1, _made_like(x, [[0, 2], [3, 1], [2, 0]]), s * s) ** 2, [(3, 4), (3, 2)]),
+    'ScatterValue': (lambda x: x.scatter(0, _made_like(x, [[0, 2, 1, 1]]), 0.5) ** 3, [(3, 4)]),
+    'ScatterReduce': (lambda x: x.detach().scatter(1, _made_like(x, [[0], [1], [1]]), 2.0, reduce='add') * x * x,
+                      [(3, 4)]),   # no derivative (a backward through it raises, as torch's)
     'GELUExtension': (lambda x: torch_or_ours(cpp_extension.gelu_cpp, TF.gelu)(x) * x, [(3, 4)]),
     'GELUExtensionBackward': (lambda x: torch_or_ours(cpp_extension.gelu_cpp, TF.gelu)(x * x + x), [(3, 4)]),
 }

@@ -3,7 +3,8 @@
 # %% auto 0
 __all__ = ['OVERLAP', 'METHODS', 'NODE_NAMES', 'recording', 'has_tangent', 'CopySlices', 'inplace_error', 'check_inplace',
            'write_inplace', 'take_history', 'write', 'add_', 'sub_', 'mul_', 'div_', 'Copy', 'Fill', 'copy_', 'fill_',
-           'zero_', 'random_fill', 'uniform_', 'normal_', 'put', 'IndexPut', 'setitem']
+           'zero_', 'random_fill', 'uniform_', 'normal_', 'put', 'IndexPut', 'setitem', 'scatter_', 'scatter_add_',
+           'masked_fill_']
 
 # %% ../../nbs/07_ops.ipynb
 import builtins
@@ -31,6 +32,7 @@ from .shared import backward0, bind
 from .arithmetic import check_bool_sub
 from .shape import clone, expanded_shape
 from .indexing import Index, numpy_index
+from .indexing import scatter, scatter_add, masked_fill
 
 # %% ../../nbs/07_ops.ipynb
 OVERLAP = (
@@ -387,6 +389,22 @@ def setitem(self, idx, value):
     self.version_counter.bump()
 
 # %% ../../nbs/07_ops.ipynb
+def scatter_(self, dim, index, src=None, value=None, *, reduce=None):
+    "`scatter`, written into this tensor."
+    check_inplace(self, self)  # a leaf that requires grad: refused before anything else
+    return write_inplace(self, scatter(self, dim, index, src, value, reduce=reduce))
+
+def scatter_add_(self, dim, index, src):
+    "`scatter_add`, written into this tensor."
+    check_inplace(self, self)
+    return write_inplace(self, scatter_add(self, dim, index, src))
+
+def masked_fill_(self, mask, value):
+    "`masked_fill`, written into this tensor."
+    check_inplace(self, self)
+    return write_inplace(self, masked_fill(self, mask, value))
+
+# %% ../../nbs/07_ops.ipynb
 METHODS = {
     '__setitem__': setitem,
     'add_': add_,
@@ -402,6 +420,9 @@ METHODS = {
     'zero_': zero_,
     'uniform_': uniform_,
     'normal_': normal_,
+    'scatter_': scatter_,
+    'scatter_add_': scatter_add_,
+    'masked_fill_': masked_fill_,
 }
 NODE_NAMES = {
     **backward0(Fill, IndexPut),
