@@ -11,6 +11,7 @@ __version__ = "0.1.0"
 from .core import (Tensor, tensor, zeros, ones, empty, full, rand, randn, randint, arange, linspace, eye, normal,
                    zeros_like, ones_like, empty_like, full_like, rand_like, randn_like, as_tensor, from_numpy,
                    manual_seed, Generator, default_generator, no_grad, enable_grad, set_grad_enabled, is_grad_enabled, result_type,
+                   inference_mode, is_inference_mode_enabled, is_inference,
                    is_tensor, Size, get_default_dtype, set_default_dtype, finfo, iinfo,
                    device, set_default_device, get_default_device, cuda, backends,
                    float16, float32, float64, half, float, double, int8, int16, int32, int64, short, int, long,
