@@ -27,4 +27,5 @@ from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, dot, m
                   gather, scatter_add, index_select, masked_fill)
 divide, clip = div, clamp  # torch's other names for them
 from . import autograd, nn, optim, utils, data, func
+from .func import vmap  # torch.vmap is torch.func.vmap
 from .serialization import save, load

@@ -20,8 +20,8 @@ __all__ = ['float32', 'float64', 'float16', 'int64', 'int32', 'int16', 'int8', '
            'run_hooks', 'node_hooks', 'default_dtype', 'holds_tensors', 'tensor', 'values_of', 'not_numbers',
            'size_arg', 'shape_arg', 'factory_shape', 'zeros', 'ones', 'empty', 'full', 'arange', 'linspace',
            'like_factory', 'zeros_like', 'ones_like', 'empty_like', 'full_like', 'eye', 'from_numpy', 'as_tensor',
-           'Generator', 'default_generator', 'manual_seed', 'random_array', 'rand', 'randn', 'randint', 'rand_like',
-           'randn_like', 'normal']
+           'Generator', 'default_generator', 'manual_seed', 'random_array', 'drawn', 'rand', 'randn', 'randint',
+           'rand_like', 'randn_like', 'normal']
 
 # %% ../../nbs/06a_engine_surface.ipynb
 from fromscratch.core.dtypes import (
@@ -94,8 +94,8 @@ from fromscratch.core.factories import (
     empty_like, full_like, eye, from_numpy, as_tensor
 )
 from fromscratch.core.random import (
-    Generator, default_generator, manual_seed, random_array, rand, randn, randint,
-    rand_like, randn_like, normal
+    Generator, default_generator, manual_seed, random_array, drawn, rand, randn,
+    randint, rand_like, randn_like, normal
 )
 
 _all_ = [
@@ -252,6 +252,7 @@ _all_ = [
     'default_generator',
     'manual_seed',
     'random_array',
+    'drawn',
     'rand',
     'randn',
     'randint',

@@ -24,6 +24,7 @@ from fromscratch.core import (
     rebase,
     float32,
     default_generator,
+    drawn,
     scalar_type,
     CopyGrad,
     forward_mode,
@@ -292,9 +293,8 @@ def random_fill(self, kernel, draw, generator):
         raise NotImplementedError(
             f'"{kernel}" not implemented for \'{scalar_type(self.dtype)}\''
         )
-    return copy_(
-        self, Tensor(draw((generator or default_generator).numpy, self.array.shape))
-    )
+    rng = (generator or default_generator).numpy
+    return copy_(self, drawn(lambda shape: draw(rng, shape), self.array.shape))
 
 def uniform_(self, from_=0.0, to=1.0, *, generator=None):
     "Fill with uniform random numbers in [from_, to), in place."
