@@ -457,6 +457,8 @@ EVERY_FUNCTION = {   # the Function class it exercises: (expression, input shape
     'Col2im': (lambda c: torch_or_ours(F.fold, TF.fold)(c * c, (3, 3), 2) ** 2, [(1, 8, 4)]),
     'Gather': (lambda x: torch_or_ours(F.max_pool2d, TF.max_pool2d)(x, 2) ** 3, [(1, 2, 4, 4)]),
     'ScatterAdd': (lambda x: torch_or_ours(F.max_pool2d, TF.max_pool2d)(x * x, 3, 1, 1) ** 2, [(1, 1, 4, 4)]),  # windows overlap
+    'MaxPool2dFunction': (lambda x: torch_or_ours(F.max_pool2d, TF.max_pool2d)(x * x, 3, 2, 1, ceil_mode=True) ** 3,
+                          [(1, 2, 5, 6)]),
     'BatchNormFunction': (lambda x, w, b: torch_or_ours(F.batch_norm, TF.batch_norm)(x, None, None, w, b, True) ** 3,
                           [(4, 3, 2), (3,), (3,)]),
     'PrimalView': (lambda x: torch_or_ours(fs.autograd.forward_ad.PrimalView.apply, lambda t: t.view_as(t))(x) ** 3, [(3, 4)]),

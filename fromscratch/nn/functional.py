@@ -89,12 +89,6 @@ _all_ = [
     'embedding',
 ]
 
-# %% ../../nbs/18_conv.ipynb 4
-from fromscratch.nn.conv import (
-    adaptive_avg_pool2d,
-    avg_pool2d,
-    conv2d,
-    fold,
-    max_pool2d,
-    unfold,
-)
+# %% ../../nbs/18_conv.ipynb 5
+from .conv import conv2d, fold, unfold
+from .pooling import adaptive_avg_pool2d, avg_pool2d, max_pool2d
