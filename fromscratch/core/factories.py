@@ -14,6 +14,7 @@ from .devices import check_device
 from .dtypes import bool, defaults, int64
 from .engine_ops import cast
 from .graph import Tensor
+from .ranges import arange_values, linspace_values
 from .storage import Storage, one_value
 
 # %% ../../nbs/06a_engine_surface.ipynb
@@ -148,22 +149,20 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     float dtype otherwise."""
     if device is not None: check_device(device)
     if end is None: start, end = 0, start
-    if step == 0: raise RuntimeError("step must be nonzero")
-    if (end - start) * step < 0:
-        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     ints = all(isinstance(v, builtins.int) for v in (start, end, step))
-    return Tensor(
-        np.arange(start, end, step, dtype=dtype or (int64 if ints else defaults.dtype)),
-        requires_grad,
-    )
+    dtype = np.dtype(dtype or (int64 if ints else defaults.dtype))
+    if dtype == bool:
+        raise NotImplementedError('"arange_cpu" not implemented for \'Bool\'')
+    return Tensor(arange_values(start, end, step, dtype), requires_grad)
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
     "`steps` evenly spaced values from `start` to `end`, both included."
     if steps < 0: raise RuntimeError("number of steps must be non-negative")
     if device is not None: check_device(device)
-    return Tensor(
-        np.linspace(start, end, steps, dtype=dtype or defaults.dtype), requires_grad
-    )
+    dtype = np.dtype(dtype or defaults.dtype)
+    if dtype == bool:
+        raise NotImplementedError('"linspace_cpu" not implemented for \'Bool\'')
+    return Tensor(linspace_values(start, end, steps, dtype), requires_grad)
 
 # %% ../../nbs/06a_engine_surface.ipynb
 def like_factory(factory, doc):

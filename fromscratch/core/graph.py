@@ -244,7 +244,7 @@ def connect(ctx, args, outputs):
     ctx.output_meta = tuple([(o.array.shape, o.array.dtype) for o in outs])
     return outs[0] if single else tuple(outs)
 
-# %% ../../nbs/06a_engine_surface.ipynb 20
+# %% ../../nbs/06a_engine_surface.ipynb 21
 def tensor_data(data, requires_grad, sizes):
     """What `Tensor(data, ...)` holds when `data` is no ndarray: a 0-d array for a numpy
     number, else `torch.Tensor`'s result."""
@@ -267,7 +267,7 @@ def tensor_data(data, requires_grad, sizes):
         raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
     return np.array(data, dtype=defaults.dtype), requires_grad
 
-# %% ../../nbs/06a_engine_surface.ipynb 26
+# %% ../../nbs/06a_engine_surface.ipynb 27
 _NONLEAF_GRAD = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its"
     " .grad attribute won't be populated during autograd.backward(). If you indeed want"
@@ -312,10 +312,10 @@ def check_grad(t, grad):
             " tensor are the same size"
         )
 
-# %% ../../nbs/06a_engine_surface.ipynb 38
+# %% ../../nbs/06a_engine_surface.ipynb 39
 def is_tensor(obj): "Whether `obj` is a Tensor."; return isinstance(obj, Tensor)
 
-# %% ../../nbs/06a_engine_surface.ipynb 67
+# %% ../../nbs/06a_engine_surface.ipynb 68
 class ForwardMode:
     """The stack of running transforms, innermost last: dual levels (notebook 14) below
     vmap levels (15), which intercept `Function.apply`, and the 'func' levels that mark
