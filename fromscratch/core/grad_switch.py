@@ -28,7 +28,7 @@ def is_grad_enabled():
     "Whether operations are being recorded for autograd."
     return grad_mode.enabled
 
-# %% ../../nbs/06a_engine_surface.ipynb 65
+# %% ../../nbs/06a_engine_surface.ipynb 67
 class no_grad:
     "Context manager and decorator that turns graph recording off."
     mode = False
@@ -56,7 +56,7 @@ class enable_grad(no_grad):
     `no_grad`."""
     mode = True
 
-# %% ../../nbs/06a_engine_surface.ipynb 66
+# %% ../../nbs/06a_engine_surface.ipynb 68
 class set_grad_enabled(no_grad):
     """Set grad mode to `mode` now; as a context manager, restore the previous mode on
     exit."""

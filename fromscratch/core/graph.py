@@ -312,10 +312,10 @@ def check_grad(t, grad):
             " tensor are the same size"
         )
 
-# %% ../../nbs/06a_engine_surface.ipynb 39
+# %% ../../nbs/06a_engine_surface.ipynb 41
 def is_tensor(obj): "Whether `obj` is a Tensor."; return isinstance(obj, Tensor)
 
-# %% ../../nbs/06a_engine_surface.ipynb 68
+# %% ../../nbs/06a_engine_surface.ipynb 70
 class ForwardMode:
     """The stack of running transforms, innermost last: dual levels (notebook 14) below
     vmap levels (15), which intercept `Function.apply`, and the 'func' levels that mark
