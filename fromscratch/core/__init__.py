@@ -20,8 +20,9 @@ __all__ = ['float32', 'float64', 'float16', 'int64', 'int32', 'int16', 'int8', '
            'run_hooks', 'node_hooks', 'default_dtype', 'holds_tensors', 'tensor', 'values_of', 'not_numbers',
            'size_arg', 'shape_arg', 'factory_shape', 'zeros', 'ones', 'empty', 'full', 'arange', 'linspace',
            'like_factory', 'zeros_like', 'ones_like', 'empty_like', 'full_like', 'eye', 'from_numpy', 'as_tensor',
-           'Generator', 'default_generator', 'manual_seed', 'random_array', 'drawn', 'rand', 'randn', 'randint',
-           'rand_like', 'randn_like', 'normal']
+           'two_sum', 'halves', 'two_product', 'odd_sum', 'fma', 'fused', 'REGISTER_BYTES', 'check_range',
+           'arange_values', 'linspace_values', 'Generator', 'default_generator', 'manual_seed', 'random_array', 'drawn',
+           'rand', 'randn', 'randint', 'rand_like', 'randn_like', 'normal']
 
 # %% ../../nbs/06a_engine_surface.ipynb
 from fromscratch.core.dtypes import (
@@ -92,6 +93,10 @@ from fromscratch.core.factories import (
     factory_shape,
     zeros, ones, empty, full, arange, linspace, like_factory, zeros_like, ones_like,
     empty_like, full_like, eye, from_numpy, as_tensor
+)
+from fromscratch.core.ranges import (
+    two_sum, halves, two_product, odd_sum, fma, fused, REGISTER_BYTES, check_range,
+    arange_values, linspace_values
 )
 from fromscratch.core.random import (
     Generator, default_generator, manual_seed, random_array, drawn, rand, randn,
@@ -248,6 +253,16 @@ _all_ = [
     'eye',
     'from_numpy',
     'as_tensor',
+    'two_sum',
+    'halves',
+    'two_product',
+    'odd_sum',
+    'fma',
+    'fused',
+    'REGISTER_BYTES',
+    'check_range',
+    'arange_values',
+    'linspace_values',
     'Generator',
     'default_generator',
     'manual_seed',

@@ -217,7 +217,7 @@ def clear_grads(tensors, set_to_none=True):
             g.array[...] = 0
             g.version_counter.bump()
 
-# %% ../../nbs/06a_engine_surface.ipynb 60
+# %% ../../nbs/06a_engine_surface.ipynb 63
 def keep(run, node, buf):
     "Capture the gradients of `node`'s outputs that `autograd.grad` asked for."
     for k, g in enumerate(buf):
@@ -245,7 +245,7 @@ def wanted_nodes(nodes, capture, targets):
         )
     return wanted
 
-# %% ../../nbs/06a_engine_surface.ipynb 61
+# %% ../../nbs/06a_engine_surface.ipynb 64
 def as_tensor_grad(g):
     return g if isinstance(g, Tensor) else Tensor(g)  # what a user gets is a Tensor
 def like(g, arrays): return g.array if arrays else g
@@ -280,7 +280,7 @@ def grad(
         tuple(captured.get(k) for k in keys), inputs, allow_unused, materialize_grads
     )
 
-# %% ../../nbs/06a_engine_surface.ipynb 62
+# %% ../../nbs/06a_engine_surface.ipynb 65
 def unused(result, inputs, allow_unused, materialize_grads):
     """Check for inputs that got no gradient: an error, `None`, or zeros
     (`materialize_grads=True`)."""
@@ -302,7 +302,7 @@ def unused(result, inputs, allow_unused, materialize_grads):
         for r, t in zip(result, inputs)
     )
 
-# %% ../../nbs/06a_engine_surface.ipynb 65
+# %% ../../nbs/06a_engine_surface.ipynb 68
 def _backward_targets(inputs):
     """The nodes `backward(..., inputs=)` fills: each input's `AccumulateGrad`, or
     the node of a non-leaf, whose gradient it then retains."""
@@ -316,7 +316,7 @@ def _backward_targets(inputs):
         if t.grad_fn is not None: t.retain_grad()
     return {edge(t)[0] for t in inputs}
 
-# %% ../../nbs/06a_engine_surface.ipynb 68
+# %% ../../nbs/06a_engine_surface.ipynb 71
 class CopyGrad(Function):
     """A differentiable copy of a gradient that becomes a `.grad` (PyTorch's
     `CopyBackwards`)."""
@@ -360,7 +360,7 @@ def first_grad(g, own):
     if getattr(g, 'grad_fn', None) is not None: return CopyGrad.apply(g)
     return a.copy()  # an array: `accumulate` makes it a tensor
 
-# %% ../../nbs/06a_engine_surface.ipynb 116
+# %% ../../nbs/06a_engine_surface.ipynb 130
 def validate(node, grads, arrays):
     """Check the gradients `node`'s backward returned (their number, shapes, dtypes) as
     PyTorch does; arrays if `arrays`."""

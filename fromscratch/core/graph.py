@@ -245,7 +245,7 @@ def connect(ctx, args, outputs):
     ctx.output_meta = tuple([(o.array.shape, o.array.dtype) for o in outs])
     return outs[0] if single else tuple(outs)
 
-# %% ../../nbs/06a_engine_surface.ipynb 27
+# %% ../../nbs/06a_engine_surface.ipynb 28
 def tensor_data(data, requires_grad, sizes):
     """What `Tensor(data, ...)` holds when `data` is no ndarray: a 0-d array for a numpy
     number, else `torch.Tensor`'s result."""
@@ -268,7 +268,7 @@ def tensor_data(data, requires_grad, sizes):
         raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
     return np.array(data, dtype=defaults.dtype), requires_grad
 
-# %% ../../nbs/06a_engine_surface.ipynb 33
+# %% ../../nbs/06a_engine_surface.ipynb 34
 _NONLEAF_GRAD = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its"
     " .grad attribute won't be populated during autograd.backward(). If you indeed want"
@@ -318,10 +318,10 @@ def check_grad(t, grad):
             " tensor are the same size"
         )
 
-# %% ../../nbs/06a_engine_surface.ipynb 45
+# %% ../../nbs/06a_engine_surface.ipynb 48
 def is_tensor(obj): "Whether `obj` is a Tensor."; return isinstance(obj, Tensor)
 
-# %% ../../nbs/06a_engine_surface.ipynb 74
+# %% ../../nbs/06a_engine_surface.ipynb 77
 class ForwardMode:
     """The stack of running transforms, innermost last: dual levels (notebook 14) below
     vmap levels (15), which intercept `Function.apply`, and the 'func' levels that mark
@@ -388,7 +388,7 @@ def linear_jvp(ctx, tangent, *others):
     the tangent (`ctx.args`: the forward's arguments)."""
     return ctx.function.apply(tangent, *ctx.args[1:])
 
-# %% ../../nbs/06a_engine_surface.ipynb 80
+# %% ../../nbs/06a_engine_surface.ipynb 83
 def is_inference(self):
     "Whether this tensor was made in inference mode (or is a view of one that was)."
     return self._version_counter is INFERENCE
