@@ -8,16 +8,16 @@ __all__ = ['tree_flatten', 'tree_map', 'node_of', 'TreeSpec', 'LEAF', 'tree_stru
            'batched_gradients', 'expanded_seed', 'physical', 'levels_moved', 'outer_levels_only',
            'inner_seed_gradients', 'check_argnums', 'with_fresh', 'split_aux', 'check_scalar', 'grad_and_value', 'grad',
            'vjp', 'dual_of', 'primal_and_tangent', 'jvp', 'jvp_by_reverse', 'MISSING', 'owner_of', 'swap_one',
-           'swapped', 'tied_names', 'untied', 'check_keys', 'merged', 'functional_call', 'ITEM_ERROR', 'LogicalArray',
-           'BatchedTensor', 'unwrap_all', 'wrap_all', 'batched_everywhere', 'ndim_of', 'padded', 'elementwise_rule',
-           'shifted', 'dim_rule', 'reshape_rule', 'permute_rule', 'expand_rule', 'sum_to_size_rule', 'index_rule',
-           'batched_index', 'repeat_rule', 'everyone_batched', 'cat_rule', 'stack_rule', 'max_rule', 'matmul_rule',
-           'linear_rule', 'einsum_rule', 'loss_rule', 'ELEMENTWISE', 'RULES', 'VmapLevel', 'rule_of', 'batched_call',
-           'batched_method', 'RANDOMNESS', 'vmap', 'func_name', 'check_out_dims', 'Mapped', 'mapped_inputs',
-           'checked_in_dim', 'batch_size', 'run_batched', 'out_dims_of', 'unbatched', 'moved', 'to_batched',
-           'from_batched', 'RANDOM_ERROR', 'random_draw', 'chunked', 'vmap_tensors', 'VmapInfo', 'EXTENDING',
-           'custom_function_rule', 'own_vmap_rule', 'SampleCtx', 'generated_function', 'identity_like', 'by_argnums',
-           'jacrev', 'jacfwd', 'hessian']
+           'swapped', 'tied_names', 'untied', 'check_keys', 'merged', 'functional_call', 'stacked_leaf',
+           'stack_module_state', 'ITEM_ERROR', 'LogicalArray', 'BatchedTensor', 'unwrap_all', 'wrap_all',
+           'batched_everywhere', 'ndim_of', 'padded', 'elementwise_rule', 'shifted', 'dim_rule', 'reshape_rule',
+           'permute_rule', 'expand_rule', 'sum_to_size_rule', 'index_rule', 'batched_index', 'repeat_rule',
+           'everyone_batched', 'cat_rule', 'stack_rule', 'max_rule', 'matmul_rule', 'linear_rule', 'einsum_rule',
+           'loss_rule', 'ELEMENTWISE', 'RULES', 'VmapLevel', 'rule_of', 'batched_call', 'batched_method', 'RANDOMNESS',
+           'vmap', 'func_name', 'check_out_dims', 'Mapped', 'mapped_inputs', 'checked_in_dim', 'batch_size',
+           'run_batched', 'out_dims_of', 'unbatched', 'moved', 'to_batched', 'from_batched', 'RANDOM_ERROR',
+           'random_draw', 'chunked', 'vmap_tensors', 'VmapInfo', 'EXTENDING', 'custom_function_rule', 'own_vmap_rule',
+           'SampleCtx', 'generated_function', 'identity_like', 'by_argnums', 'jacrev', 'jacfwd', 'hessian']
 
 # %% ../../nbs/15_func.ipynb
 from fromscratch.func.pytree import (
@@ -70,6 +70,8 @@ from fromscratch.func.stateless import (
     check_keys,
     merged,
     functional_call,
+    stacked_leaf,
+    stack_module_state,
 )
 from fromscratch.func.batched_tensor import (
     ITEM_ERROR,
@@ -184,6 +186,8 @@ _all_ = [
     'check_keys',
     'merged',
     'functional_call',
+    'stacked_leaf',
+    'stack_module_state',
     'ITEM_ERROR',
     'LogicalArray',
     'BatchedTensor',
