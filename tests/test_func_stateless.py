@@ -50,7 +50,7 @@ X = RNG.standard_normal((4, 3))
 
 def normalise(message):
     "Torch's error with our library's names in it, and without the reprs of tensors (each library's own)."
-    message = message.replace('torch.nn.Module', 'fromscratch.nn.Module').replace('torch.Tensor', 'fromscratch.Tensor')
+    for a in ('nn.Module', 'Tensor', 'Size'): message = message.replace(f'torch.{a}', f'fromscratch.{a}')
     return re.sub(r'`: .* is not an instance', '`: <tensor> is not an instance', message, flags=re.S)
 
 
@@ -369,3 +369,30 @@ def test_the_model_ensembling_tutorial_runs_with_the_import_changed():
     batches = torch.tensor(ours['minibatches'].numpy()).flatten(2)
     expected = torch.func.vmap(lambda p, b, x: torch.func.functional_call(theirs[0], (p, b), (x,)))(tp, tb, batches)
     np.testing.assert_allclose(ours['vmap_each'].detach().numpy(), expected.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_per_sample_gradients_of_a_batch_norm_model_in_eval_as_torch():
+    "make_functional_with_buffers' use, through functional_call: parameters and buffers as two dicts, BatchNorm in eval."
+    ours, theirs = pair_of_models()
+    with fs.no_grad():
+        ours.c.running_mean.copy_(fs.tensor(A['c.running_mean'])); ours.c.running_var.copy_(fs.tensor(A['c.running_var']))
+    theirs.load_state_dict({k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()})
+    ours.eval(), theirs.eval()
+    x, labels = RNG.standard_normal((6, 3)), np.eye(3)[RNG.integers(0, 3, 6)]   # class probabilities: batched
+    # class-index targets under vmap are not supported yet (loss_rule says so)
+    def loss(lib, m):
+        f = lib.nn.functional if lib is torch else fs.nn.functional
+        return lambda p, b, x, y: f.cross_entropy(lib.func.functional_call(m, (p, b), (x[None],)), y[None])
+    def split(m):
+        return {k: v.detach() for k, v in m.named_parameters()}, {k: v.detach() for k, v in m.named_buffers()}
+    (p, b), (pt, bt) = split(ours), split(theirs)
+    for transform in ('grad', 'jacrev'):
+        g = ff.vmap(getattr(ff, transform)(loss(fs, ours)), in_dims=(None, None, 0, 0))(p, b, fs.tensor(x), fs.tensor(labels))
+        gt = torch.func.vmap(getattr(torch.func, transform)(loss(torch, theirs)), in_dims=(None, None, 0, 0))(
+            pt, bt, torch.tensor(x), torch.tensor(labels))
+        assert list(g) == list(gt)
+        for k in gt: np.testing.assert_allclose(g[k].numpy(), gt[k].numpy(), rtol=1e-9, atol=1e-12)
+    ours.train(), theirs.train()     # in training, one sample per channel: the same refusal in both
+    assert outcome(lambda: ff.vmap(ff.grad(loss(fs, ours)), in_dims=(None, None, 0, 0))(p, b, fs.tensor(x), fs.tensor(labels))) \
+        == outcome(lambda: torch.func.vmap(torch.func.grad(loss(torch, theirs)), in_dims=(None, None, 0, 0))(
+            pt, bt, torch.tensor(x), torch.tensor(labels)))
