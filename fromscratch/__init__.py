@@ -25,6 +25,6 @@ from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, dot, m
                   unsqueeze, permute, transpose, t, clone,
                   gather, scatter_add, index_select, masked_fill)
 divide, clip = div, clamp  # torch's other names for them
-from .ops import sort, argsort, topk, movedim, moveaxis, log2, log10, tril, triu
+from .ops import sort, argsort, topk, movedim, moveaxis, log2, log10, tril, triu, multinomial
 from . import autograd, nn, optim, utils, data, func
 from .serialization import save, load
