@@ -24,6 +24,9 @@ from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, dot, m
                   add, sub, mul, div, neg, eq, ne, lt, le, gt, ge, logical_not, reshape, flatten, squeeze,
                   unsqueeze, permute, transpose, t, clone,
                   gather, scatter, scatter_add, index_select, masked_fill)
-divide, clip = div, clamp  # torch's other names for them
+# the function forms take torch's `out=` (fs.add(a, b, out=c)); divide, clip, concat, ...: its other names
+from .ops.arguments import FUNCTION_FORMS
+globals().update(FUNCTION_FORMS)
+del FUNCTION_FORMS
 from . import autograd, nn, optim, utils, data, func
 from .serialization import save, load
