@@ -26,7 +26,10 @@ from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, dot, m
                   unsqueeze, permute, transpose, t, clone,
                   gather, scatter, scatter_add, index_select, masked_fill)
 from .ops import sort, argsort, topk, movedim, moveaxis, log2, log10, tril, triu, multinomial
-divide, clip = div, clamp  # torch's other names for them
+# the function forms take torch's `out=` (fs.add(a, b, out=c)); divide, clip, concat, ...: its other names
+from .ops.arguments import FUNCTION_FORMS
+globals().update(FUNCTION_FORMS)
+del FUNCTION_FORMS
 from . import autograd, nn, optim, utils, data, func
 from .func import vmap  # torch.vmap is torch.func.vmap
 from .serialization import save, load

@@ -373,3 +373,284 @@ def test_the_storage_refuses_what_torchs_refuses():
         empty, tempty = fs.ones(0).storage(), torch.ones(0).storage()
         assert (len(empty), repr(empty).split('\n')[0]) == (len(tempty), repr(tempty).split('\n')[0])
     assert fs.TypedStorage is fs.core.TypedStorage and fs.UntypedStorage is fs.core.UntypedStorage
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# out=: every function form that takes it, against torch
+
+A = np.array([[1.5, -2.5, 3.5], [0.5, 1.5, 2.5]])
+B = np.array([[2.0, 1.0, -1.0], [4.0, 0.5, 2.0]])
+
+FORMS = {   # name: the call, given the library L, two float tensors a, b and any keyword arguments (out=)
+    'add': lambda L, a, b, **k: L.add(a, b, alpha=2, **k), 'sub': lambda L, a, b, **k: L.sub(a, b, **k),
+    'mul': lambda L, a, b, **k: L.mul(a, 3, **k), 'div': lambda L, a, b, **k: L.div(a, b, **k),
+    'divide': lambda L, a, b, **k: L.divide(a, b, **k), 'pow': lambda L, a, b, **k: L.pow(a.abs(), b, **k),
+    'pow (number base)': lambda L, a, b, **k: L.pow(2, b, **k),
+    'floor_divide': lambda L, a, b, **k: L.floor_divide(a, b, **k),
+    'maximum': lambda L, a, b, **k: L.maximum(a, b, **k), 'minimum': lambda L, a, b, **k: L.minimum(a, b, **k),
+    'square': lambda L, a, b, **k: L.square(a, **k), 'outer': lambda L, a, b, **k: L.outer(a[0], b[1], **k),
+    'exp': lambda L, a, b, **k: L.exp(a, **k), 'log': lambda L, a, b, **k: L.log(a.abs(), **k),
+    'sqrt': lambda L, a, b, **k: L.sqrt(a.abs(), **k), 'rsqrt': lambda L, a, b, **k: L.rsqrt(a.abs(), **k),
+    'sigmoid': lambda L, a, b, **k: L.sigmoid(a, **k), 'tanh': lambda L, a, b, **k: L.tanh(a, **k),
+    'sin': lambda L, a, b, **k: L.sin(a, **k), 'cos': lambda L, a, b, **k: L.cos(a, **k),
+    'log1p': lambda L, a, b, **k: L.log1p(a.abs(), **k), 'expm1': lambda L, a, b, **k: L.expm1(a, **k),
+    'var': lambda L, a, b, **k: L.var(a, 0, **k), 'std': lambda L, a, b, **k: L.std(a, 1, keepdim=True, **k),
+    'std (all)': lambda L, a, b, **k: L.std(a, **k),
+    'eq': lambda L, a, b, **k: L.eq(a, b, **k), 'ne': lambda L, a, b, **k: L.ne(a, 1.5, **k),
+    'lt': lambda L, a, b, **k: L.lt(a, b, **k), 'le': lambda L, a, b, **k: L.le(a, b, **k),
+    'gt': lambda L, a, b, **k: L.gt(a, b, **k), 'ge': lambda L, a, b, **k: L.ge(a, b, **k),
+    'logical_not': lambda L, a, b, **k: L.logical_not(a, **k),
+    'abs': lambda L, a, b, **k: L.abs(a, **k), 'neg': lambda L, a, b, **k: L.neg(a, **k),
+    'sign': lambda L, a, b, **k: L.sign(a, **k), 'clamp': lambda L, a, b, **k: L.clamp(a, -1, 1, **k),
+    'clip': lambda L, a, b, **k: L.clip(a, min=0, **k), 'clamp_min': lambda L, a, b, **k: L.clamp_min(a, 0, **k),
+    'clamp_max': lambda L, a, b, **k: L.clamp_max(a, 0, **k),
+    'matmul': lambda L, a, b, **k: L.matmul(a, b.T, **k), 'matmul (vectors)': lambda L, a, b, **k: L.matmul(a[0], b[0], **k),
+    'mm': lambda L, a, b, **k: L.mm(a.T, b, **k), 'bmm': lambda L, a, b, **k: L.bmm(a[None], b.T[None], **k),
+    'dot': lambda L, a, b, **k: L.dot(a[0], b[0], **k),
+    'softmax': lambda L, a, b, **k: L.softmax(a, 1, **k), 'log_softmax': lambda L, a, b, **k: L.log_softmax(a, 0, **k),
+    'logsumexp': lambda L, a, b, **k: L.logsumexp(a, 1, **k),
+    'norm': lambda L, a, b, **k: L.norm(a, **k), 'norm (dim)': lambda L, a, b, **k: L.norm(a, 1, 0, **k),
+    'gather': lambda L, a, b, **k: L.gather(a, 1, L.tensor([[2, 0], [1, 1]]), **k),
+    'scatter_add': lambda L, a, b, **k: L.scatter_add(a, 1, L.tensor([[2, 0], [1, 1]]), b, **k),
+    'scatter': lambda L, a, b, **k: L.scatter(a, 1, L.tensor([[2, 0], [1, 1]]), b, **k),
+    'scatter (value)': lambda L, a, b, **k: L.scatter(a, 1, L.tensor([[2, 0], [1, 1]]), 7.0, **k),
+    'index_select': lambda L, a, b, **k: L.index_select(a, 1, L.tensor([2, 2, 0]), **k),
+    'argmax': lambda L, a, b, **k: L.argmax(a, **k), 'argmin': lambda L, a, b, **k: L.argmin(a, 0, **k),
+    'argmax (keepdim)': lambda L, a, b, **k: L.argmax(a, 1, True, **k),
+    'cat': lambda L, a, b, **k: L.cat([a, b], **k), 'concat': lambda L, a, b, **k: L.concat([a, b], 1, **k),
+    'concatenate': lambda L, a, b, **k: L.concatenate([a, b], dim=0, **k),
+    'stack': lambda L, a, b, **k: L.stack([a, b], 1, **k),
+    'where': lambda L, a, b, **k: L.where(a > 0, a, b, **k),
+    'all': lambda L, a, b, **k: L.all(a > 0, **k), 'any': lambda L, a, b, **k: L.any(a > 0, 1, **k),
+    'sum': lambda L, a, b, **k: L.sum(a, 0, **k), 'sum (two dims)': lambda L, a, b, **k: L.sum(a, (0, 1), **k),
+    'sum (dtype)': lambda L, a, b, **k: L.sum(a, 1, True, dtype=L.float64, **k),
+    'prod': lambda L, a, b, **k: L.prod(a, 1, **k), 'cumsum': lambda L, a, b, **k: L.cumsum(a, 0, **k),
+    'mean': lambda L, a, b, **k: L.mean(a, 1, **k), 'mean (all)': lambda L, a, b, **k: L.mean(a, **k),
+    'mean (dtype)': lambda L, a, b, **k: L.mean(a, 0, dtype=L.float64, **k),
+    'max': lambda L, a, b, **k: L.max(a, **k), 'min': lambda L, a, b, **k: L.min(a, **k),
+    'max (tensor)': lambda L, a, b, **k: L.max(a, b, **k), 'min (tensor)': lambda L, a, b, **k: L.min(a, b, **k),
+}
+TUPLE_FORMS = {
+    'max (dim)': lambda L, a, b, **k: L.max(a, 1, **k), 'min (dim)': lambda L, a, b, **k: L.min(a, 0, True, **k),
+}
+NOT_DIFFERENTIABLE = {'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_not', 'argmax', 'argmin', 'argmax (keepdim)',
+                      'all', 'any'}
+OUT_ONLY = {'floor_divide', 'softmax', 'log_softmax'}   # torch checks only whether `out` requires grad
+
+
+def operands(L, dtype='float32', requires_grad=False):
+    return (L.tensor(A.astype(dtype), requires_grad=requires_grad),
+            L.tensor(B.astype(dtype), requires_grad=requires_grad))
+
+
+def assert_same(ours, theirs, rtol=1e-6):
+    assert_same_value(ours, theirs, rtol, 1e-6)
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+@pytest.mark.parametrize('name', list(FORMS))
+def test_out_resizes_an_empty_tensor_writes_into_it_and_returns_it(name, dtype):
+    results = []
+    for L in (fs, torch):
+        a, b = operands(L, dtype)
+        expected = FORMS[name](L, a, b)
+        out = L.empty(0, dtype=expected.dtype)
+        got = FORMS[name](L, a, b, out=out)
+        assert got is out and out._version == 1 and out.shape == expected.shape
+        results.append(out)
+        assert_same(out, expected, rtol=0)
+    assert_same(*results)
+
+
+@pytest.mark.parametrize('name', list(FORMS))
+def test_out_of_the_right_shape_keeps_its_memory_even_transposed(name):
+    for L in (fs, torch):
+        a, b = operands(L)
+        expected = FORMS[name](L, a, b)
+        out = L.zeros(tuple(expected.shape), dtype=expected.dtype)
+        if out.ndim == 2: out = L.zeros(tuple(expected.shape)[::-1], dtype=expected.dtype).T   # strides (1, n)
+        memory, strides = out.data_ptr(), out.stride()
+        assert FORMS[name](L, a, b, out=out) is out
+        assert (out.data_ptr(), out.stride(), out._version) == (memory, strides, 1)
+        assert_same(out, expected, rtol=0)
+
+
+@pytest.mark.parametrize('name', list(FORMS))
+def test_out_with_other_elements_is_resized_with_torchs_warning(name):
+    seen = []
+    for L in (fs, torch):
+        a, b = operands(L)
+        expected = FORMS[name](L, a, b)
+        out = L.zeros(7, dtype=expected.dtype)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            FORMS[name](L, a, b, out=out)
+        seen.append([str(w.message).split(' (Triggered')[0] for w in caught if 'resized' in str(w.message)][:1])
+        assert out.shape == expected.shape
+        assert_same(out, expected, rtol=0)
+    assert seen[0] == seen[1] and len(seen[0]) == 1
+
+
+@pytest.mark.parametrize('out_dtype', ['float64', 'float16', 'int64', 'int32', 'bool'])
+@pytest.mark.parametrize('name', list(FORMS))
+def test_outs_of_other_dtypes_are_cast_or_refused_as_torch_does(name, out_dtype):
+    def run(L):
+        a, b = operands(L)
+        out = L.empty(0, dtype=getattr(L, out_dtype))
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            return FORMS[name](L, a, b, out=out)
+    if name == 'cumsum' and out_dtype == 'bool':   # torch: "cumsum_out_cpu" not implemented for 'Bool'
+        assert run(fs).tolist() == [[True, True, True], [True, True, True]]
+        return
+    if compare_errors(lambda: run(fs), lambda: run(torch)).ours == 'no error':
+        assert_same(run(fs), run(torch), rtol=1e-3 if out_dtype == 'float16' else 1e-6)
+
+
+@pytest.mark.parametrize('name', list(TUPLE_FORMS))
+def test_max_and_min_along_a_dimension_write_values_and_indices(name):
+    results = []
+    for L in (fs, torch):
+        a, b = operands(L)
+        values, indices = L.empty(0), L.empty(5, dtype=L.int64)
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            got = TUPLE_FORMS[name](L, a, b, out=[values, indices])
+        assert got[0] is got.values is values and got[1] is indices and values._version == indices._version == 1
+        results.append(got)
+    for o, t in zip(*results): assert_same(o, t, rtol=0)
+    for mistake in (lambda L: (L.empty(0),), lambda L: (L.empty(0), L.empty(0)),
+                    lambda L: (L.empty(0, dtype=L.float64), L.empty(0, dtype=L.int64))):
+        compare_errors(lambda: TUPLE_FORMS[name](fs, *operands(fs), out=mistake(fs)),
+                       lambda: TUPLE_FORMS[name](torch, *operands(torch), out=mistake(torch)))
+
+
+@pytest.mark.parametrize('where', ['input', 'out'])
+@pytest.mark.parametrize('name', list(FORMS) + list(TUPLE_FORMS))
+def test_out_refuses_anything_that_requires_grad_unless_grad_mode_is_off(name, where):
+    form = {**FORMS, **TUPLE_FORMS}[name]
+
+    def run(L, grad_mode=True):
+        a, b = operands(L, requires_grad=where == 'input')
+        out = form(L, a, b)
+        outs = tuple(L.empty(0, dtype=o.dtype) for o in (out if isinstance(out, tuple) else (out,)))
+        if where == 'out':
+            if not outs[0].is_floating_point(): return None   # an integer out cannot require grad
+            outs[0].requires_grad_()
+        with L.set_grad_enabled(grad_mode):
+            got = form(L, a, b, out=outs if len(outs) > 1 else outs[0])
+        return got, outs
+    errors = compare_errors(lambda: run(fs), lambda: run(torch))
+    refused = name not in NOT_DIFFERENTIABLE and (where == 'input' and name not in OUT_ONLY
+                                                  or where == 'out' and run(fs, False) is not None)
+    assert (errors.ours != 'no error') == refused
+    ours, theirs = run(fs, grad_mode=False), run(torch, grad_mode=False)
+    if ours is not None:
+        for o, t in zip(ours[1], theirs[1]):
+            assert_same(o, t, rtol=0)
+            assert o.requires_grad == t.requires_grad and o.grad_fn is None
+            if name not in OUT_ONLY: assert t.grad_fn is None   # (torch's gets a NotImplemented node there)
+
+
+def test_out_mistakes_get_torchs_errors():
+    mistakes = {
+        'a list for out': lambda L: L.add(L.ones(2), 1, out=[1]),
+        'an expanded out': lambda L: L.add(L.ones(2, 3), 1, out=L.empty(1).expand(2, 3)),
+        'a view of a leaf that requires grad': lambda L: L.add(L.ones(2), 1, out=L.ones(3, requires_grad=True)[:2]),
+        'an int result into bool': lambda L: L.add(L.ones(2, dtype=L.int64), 1, out=L.empty(0, dtype=L.bool)),
+        'a float into int32': lambda L: L.add(L.ones(2, dtype=L.int64), 1.5, out=L.empty(0, dtype=L.int32)),
+        'true division of ints into ints': lambda L: L.div(L.ones(2, dtype=L.int64), 2, out=L.empty(0, dtype=L.int64)),
+        'matmul of ints into int32': lambda L: L.matmul(L.ones(2, 2, dtype=L.int64), L.ones(2, 2, dtype=L.int64),
+                                                        out=L.empty(0, dtype=L.int32)),
+        'neg of ints into int32': lambda L: L.neg(L.ones(2, dtype=L.int64), out=L.empty(0, dtype=L.int32)),
+        'cumsum in float64 into float32': lambda L: L.cumsum(L.ones(2), 0, dtype=L.float64, out=L.empty(0)),
+        'softmax into half': lambda L: L.softmax(L.ones(2), 0, out=L.empty(0, dtype=L.float16)),
+        'cat of ints and floats into int64': lambda L: L.cat([L.ones(2, dtype=L.int64), L.ones(2)],
+                                                           out=L.empty(0, dtype=L.int64)),
+        'where of ints into floats': lambda L: L.where(L.ones(2) > 0, L.ones(2, dtype=L.int64),
+                                                       L.ones(2, dtype=L.int64), out=L.empty(0)),
+        'all of uint8 into float': lambda L: L.all(L.ones(2, dtype=L.uint8), out=L.empty(0)),
+    }
+    for name, f in mistakes.items():
+        compare_errors(lambda: f(fs), lambda: f(torch))
+
+
+@pytest.mark.parametrize('out_dtype', ['int64', 'float64', 'bool', 'int32'])
+@pytest.mark.parametrize('name', ['sum', 'prod', 'cumsum'])
+def test_sum_prod_and_cumsum_compute_in_outs_dtype(name, out_dtype):
+    if (name, out_dtype) == ('cumsum', 'bool'): return   # torch has no cumsum kernel for bools
+    results = []
+    for L in (fs, torch):
+        x = L.tensor(A)
+        out = L.empty(0, dtype=getattr(L, out_dtype))
+        results.append(getattr(L, name)(x, 1, out=out))
+    assert_same(*results, rtol=0)
+
+
+def test_out_may_be_an_input_and_uint8_all_writes_uint8():
+    for L in (fs, torch):
+        c = L.tensor([1.0, 2.0])
+        assert L.mul(c, c, out=c) is c and c.tolist() == [1.0, 4.0] and c._version == 1
+        u = L.tensor([1, 0, 3], dtype=L.uint8)
+        assert L.all(u, out=L.empty(0, dtype=L.uint8)).tolist() == 0
+
+
+def test_functions_torch_gives_no_out_take_none_and_methods_take_none():
+    for f in (lambda L: L.relu(L.ones(2), out=L.empty(0)), lambda L: L.einsum('i->', L.ones(2), out=L.empty(0)),
+              lambda L: L.isnan(L.ones(2), out=L.empty(0)), lambda L: L.reshape(L.ones(2), (2,), out=L.empty(0)),
+              lambda L: L.ones(2).add(1, out=L.empty(0)), lambda L: L.ones(2).exp(out=L.empty(0)),
+              lambda L: L.ones(2).matmul(L.ones(2), out=L.empty(0))):
+        compare_errors(lambda: f(fs), lambda: f(torch), same_message=False)
+
+
+def test_the_function_forms_are_torchs_names_and_show_out_in_their_signature():
+    import inspect
+    from fromscratch.ops.arguments import FUNCTION_FORMS
+    for name, form in FUNCTION_FORMS.items():
+        assert getattr(fs, name) is form and hasattr(torch, name)
+        assert 'out' in inspect.signature(form).parameters
+    assert set(FUNCTION_FORMS) >= {'add', 'sub', 'mul', 'div', 'matmul', 'mm', 'sum', 'mean', 'exp', 'cat', 'stack',
+                                   'where', 'max', 'min', 'pow', 'clamp', 'softmax'}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# dtype= of the reductions
+
+@pytest.mark.parametrize('dtype', ['float64', 'float32', 'float16'])
+@pytest.mark.parametrize('call', ['sum()', 'sum(1)', 'sum((0, 1), True)', 'mean()', 'mean(0)', 'prod(1)',
+                                  'cumsum(0)', 'fs.sum', 'fs.mean(0, keepdim=True)'])
+def test_reductions_in_a_dtype_agree_with_torch(call, dtype):
+    def f(x):
+        L = lib(x)
+        if call == 'fs.sum': return L.sum(x, dtype=getattr(L, dtype))
+        if call == 'fs.mean(0, keepdim=True)': return L.mean(x, 0, keepdim=True, dtype=getattr(L, dtype))
+        method, args = call.split('(', 1)
+        return getattr(x, method)(*eval('(' + args.rstrip(')') + ',)' if args != ')' else '()'),
+                                  dtype=getattr(L, dtype))
+    # (the gradient comes back through the cast: computed in `dtype`, then cast to the input's)
+    tol = dict(rtol=1e-3, atol=1e-3) if dtype == 'float16' else dict(rtol=1e-6, atol=1e-6) if dtype == 'float32' else {}
+    for x_dtype in (np.float32, np.float64):
+        r = check_both(f, values((3, 4)), dtype=x_dtype, **tol)
+        assert str(r.out_ours.dtype).split('.')[-1] == dtype
+
+
+@pytest.mark.parametrize('dtype', ['float64', 'float32', 'int64', 'int32'])
+@pytest.mark.parametrize('name', ['sum', 'mean', 'prod', 'cumsum'])
+def test_reductions_of_integers_in_a_dtype_agree_with_torch(name, dtype):
+    x = np.arange(-3, 9).reshape(3, 4)
+    f = lambda t: getattr(t, name)(1, dtype=getattr(lib(t), dtype))
+    if name == 'mean' and dtype.startswith('int'):
+        compare_errors(lambda: f(fs.tensor(x)), lambda: f(torch.tensor(x)))
+    else:
+        check_both(f, x, requires_grad=False)
+
+
+@pytest.mark.parametrize('name', ['sum', 'mean', 'prod', 'cumsum'])
+@pytest.mark.parametrize('dtype', ['int64', 'bool'])
+def test_an_integer_dtype_for_a_tensor_that_requires_grad_is_torchs_error(name, dtype):
+    if (name, dtype) == ('cumsum', 'bool'): return   # torch has no cumsum kernel for bools
+    f = lambda L, grad=True: getattr(L.ones(2, 3, requires_grad=grad), name)(0, dtype=getattr(L, dtype))
+    compare_errors(lambda: f(fs), lambda: f(torch))
+    if name != 'mean':
+        with fs.no_grad(), torch.no_grad(): assert_same(f(fs), f(torch), rtol=0)
+        assert_same(f(fs, False), f(torch, False), rtol=0)

@@ -8,13 +8,13 @@ __all__ = ['FAMILIES', 'METHODS']
 # %% ../../nbs/07_ops.ipynb
 from fromscratch.ops import (
     shared, unary, compare, arithmetic, reduce, softmaxes, shape, dtypes, linalg,
-    indexing, products, inplace, sorting, sampling, triangular,
+    indexing, products, inplace, sorting, sampling, triangular, arguments,
 )
 
 # %% ../../nbs/07_ops.ipynb
 FAMILIES = (
     shared, unary, compare, arithmetic, reduce, softmaxes, shape, dtypes, linalg,
-    indexing, products, inplace, sorting, sampling, triangular,
+    indexing, products, inplace, sorting, sampling, triangular, arguments,
 )
 METHODS = {}  # every family's table, merged
 for _family in FAMILIES:

@@ -2,7 +2,8 @@
 
 # %% auto 0
 __all__ = ['eq', 'ne', 'lt', 'le', 'gt', 'ge', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'isnan', 'isinf', 'isfinite',
-           'METHODS', 'NODE_NAMES', 'comparison', 'logical_not', 'Where', 'where', 'float_test', 'allclose', 'equal']
+           'METHODS', 'NODE_NAMES', 'comparison', 'bitwise_not', 'logical_not', 'Where', 'where', 'float_test',
+           'allclose', 'equal']
 
 # %% ../../nbs/07_ops.ipynb
 import builtins
@@ -45,11 +46,15 @@ bitwise_and, bitwise_or, bitwise_xor = (
     comparison(f) for f in (np.bitwise_and, np.bitwise_or, np.bitwise_xor)
 )
 
-def logical_not(input):
+def bitwise_not(input):
     "`~x`: not for bools, bitwise not for integers."
     return Tensor(
         np.logical_not(input.array) if input.array.dtype == np.bool_ else ~input.array
     )
+
+def logical_not(input):
+    "Whether each element is zero, as a bool tensor, whatever the dtype."
+    return Tensor(np.logical_not(input.array))
 
 # %% ../../nbs/07_ops.ipynb
 class Where(Function):
@@ -161,7 +166,7 @@ METHODS = {
     '__ror__': bitwise_or,
     '__xor__': bitwise_xor,
     '__rxor__': bitwise_xor,
-    '__invert__': logical_not,
+    '__invert__': bitwise_not,
     'logical_not': logical_not,
     'isnan': isnan,
     'isinf': isinf,

@@ -14,6 +14,7 @@ from fromscratch.ops.reduce import (
     dim_indices,
     kept_shape,
     reduction_jvp,
+    reduced_in,
     sum_dtype,
 )
 from .indexing import cat
@@ -101,11 +102,13 @@ class Cumsum(Function):
 # %% ../../nbs/07_ops.ipynb
 def prod(input, dim=None, keepdim=False, *, dtype=None):
     "The product of all elements, or along `dim`."
-    return Prod.apply(input if dtype is None else cast(input, dtype), dim, keepdim)
+    out = Prod.apply(reduced_in(input, dtype), dim, keepdim)
+    return out if dtype is None else cast(out, dtype)  # integers would go to int64
 
 def cumsum(input, dim, *, dtype=None):
     "The running sums along `dim` (integers and bools sum in int64)."
-    return Cumsum.apply(input if dtype is None else cast(input, dtype), dim)
+    out = Cumsum.apply(reduced_in(input, dtype), dim)
+    return out if dtype is None else cast(out, dtype)
 
 def logical_reduce(f, input, dim, keepdim):
     """`np.all` or `np.any` over `dim` (None: all): bools, or uint8 for a uint8 tensor

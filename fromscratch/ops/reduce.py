@@ -2,7 +2,7 @@
 
 # %% auto 0
 __all__ = ['max_result', 'min_result', 'METHODS', 'NODE_NAMES', 'dim_error', 'dim_index', 'dim_indices', 'reduction_jvp',
-           'kept_shape', 'sum_dtype', 'Sum', 'Mean', 'sum', 'mean', 'Max', 'empty_dim_error', 'max_along',
+           'kept_shape', 'sum_dtype', 'Sum', 'Mean', 'reduced_in', 'sum', 'mean', 'Max', 'empty_dim_error', 'max_along',
            'onehot_along', 'MaxDim', 'Min', 'MinDim', 'max', 'min', 'arg_reduce', 'argmax', 'argmin', 'var_array',
            'var_grad', 'Var', 'Std', 'correction_of', 'var', 'std', 'empty_norm_error', 'norm_array', 'norm_grad',
            'Norm', 'norm']
@@ -15,6 +15,7 @@ from collections import namedtuple
 import numpy as np
 
 from ..core import Tensor, Function, expand_to, int64, linear_jvp
+from ..core import cast, grad_mode, scalar_type
 from .shared import alias, backward0, bind, with_history
 from .unary import sgn
 from .compare import where
@@ -125,12 +126,29 @@ class Mean(Function):
     jvp = staticmethod(linear_jvp)
 
 # %% ../../nbs/07_ops.ipynb
-def sum(input, dim=None, keepdim=False):
-    "The sum of all elements, or over `dim` (an int or a tuple)."
-    return Sum.apply(input, dim, keepdim)
-def mean(input, dim=None, keepdim=False):
-    "The mean of all elements, or over `dim` (an int or a tuple)."
-    return Mean.apply(input, dim, keepdim)
+def reduced_in(input, dtype, name=None):
+    """`input` cast to `dtype` (None: as it is) for a reduction to run in, refused as
+    torch refuses it: a non-float dtype for a tensor that requires grad, or for `mean`.
+    """
+    if dtype is None: return input
+    dtype = np.dtype(dtype)
+    if name == 'mean' and dtype.kind != 'f':
+        raise RuntimeError(
+            "mean(): could not infer output dtype. Optional dtype must be"
+            " either a floating point or complex dtype. Got:"
+            f" {scalar_type(dtype)}"
+        )
+    if dtype.kind != 'f' and grad_mode.enabled and input.requires_grad:
+        raise RuntimeError(f"Autograd not support dtype: {scalar_type(dtype)}")
+    return cast(input, dtype)
+
+def sum(input, dim=None, keepdim=False, *, dtype=None):
+    "The sum of all elements, or over `dim` (an int or a tuple); in `dtype` if given."
+    out = Sum.apply(reduced_in(input, dtype), dim, keepdim)
+    return out if dtype is None else cast(out, dtype)  # integers would sum to int64
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    "The mean of all elements, or over `dim` (an int or a tuple); in `dtype` if given."
+    return Mean.apply(reduced_in(input, dtype, 'mean'), dim, keepdim)
 
 # %% ../../nbs/07_ops.ipynb
 class Max(Function):
