@@ -28,7 +28,7 @@ _all_ = [
 ]
 
 # %% ../../nbs/08_autograd.ipynb
-from . import graph
+from . import functional, graph
 
 # %% ../../nbs/08_autograd.ipynb
 class FunctionCtx(Context):
