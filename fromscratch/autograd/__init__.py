@@ -28,6 +28,9 @@ _all_ = [
 ]
 
 # %% ../../nbs/08_autograd.ipynb
+from . import functional, graph
+
+# %% ../../nbs/08_autograd.ipynb
 class FunctionCtx(Context):
     """The `ctx` of a custom `Function`: the engine's `Context`, plus PyTorch's
     `mark_dirty` and `set_materialize_grads`."""
