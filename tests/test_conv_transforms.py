@@ -175,6 +175,19 @@ def test_pool_backward_ops_under_vmap_and_jvp():
         check_close(ours, theirs, **TOL)
 
 
+PADS = [((1, 2), 'constant', 1.5), ((2, 1, 3, 0), 'reflect', None), ((-1, 2, 1, -1), 'reflect', None),
+        ((3, 0, 1, 2), 'replicate', None), ((-1, 4, 2, 2), 'circular', None), ((1, 2, 2, 1, 1, 0), 'reflect', None)]
+
+
+@pytest.mark.parametrize('amounts,mode,value', PADS)
+@pytest.mark.parametrize('batch_dim', [0, 1])
+def test_pad_under_vmap_and_jvp(amounts, mode, value, batch_dim):
+    x = np.moveaxis(rand(3, 2, 3, 4, 5), 0, batch_dim).copy()
+    opts = dict(pad=amounts, mode=mode, value=value)
+    check_vmap(partial(F.pad, **opts), partial(TF.pad, **opts), [x], in_dims=batch_dim)
+    check_jvp(partial(F.pad, **opts), partial(TF.pad, **opts), [rand(2, 3, 4, 5)])
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # per-sample gradients of CNNs: the torch.func tutorial, over the options of the layers
 
@@ -201,6 +214,9 @@ CNNS = [   # (in, mid, out channels, kernel, conv options), pooling, its options
     ((2, 4, 2, 2, dict(stride=(1, 2), bias=False)), 'max_pool2d', dict(kernel_size=(2, 1), dilation=(1, 1)),
      (2, 8, 9)),
     ((1, 2, 2, 3, dict(padding=(1, 0))), 'adaptive_avg_pool2d', dict(output_size=(3, 4)), (1, 6, 7)),
+    ((2, 4, 4, 3, dict(padding=1, padding_mode='reflect')), 'max_pool2d', dict(kernel_size=2), (2, 7, 8)),
+    ((1, 4, 2, 3, dict(padding='same', dilation=2, padding_mode='circular')), 'avg_pool2d', dict(kernel_size=2),
+     (1, 8, 8)),
 ]
 
 

@@ -92,7 +92,7 @@ def _bn_repr(self):
 
 BatchNorm1d.forward, BatchNorm1d.extra_repr = _bn_forward, _bn_repr
 
-# %% ../../../nbs/18_conv.ipynb 113
+# %% ../../../nbs/18_conv.ipynb 125
 class BatchNorm2d(BatchNorm1d):
     """`F.batch_norm` of (N, C, H, W) images: per-channel statistics over the batch and
     all positions."""
