@@ -343,3 +343,18 @@ def test_ops_without_a_rule_name_themselves():
         func.vmap(F.cross_entropy)(fs.randn(2, 3, 4), fs.tensor([[0, 1, -100], [1, 1, 1]]))
     with pytest.raises(NotImplementedError, match="with class weights or ignored targets"):
         func.vmap(partial(F.cross_entropy, weight=fs.ones(4)))(fs.randn(2, 3, 4), fs.tensor([[0, 1, 2], [1, 1, 1]]))
+
+
+def test_library_code_that_reads_a_samples_values_names_itself():
+    # a check or a position computed in Python, outside an op, cannot see a sample's values under vmap: the
+    # error names the library function that tried (torch would fall back to a loop), never numpy's internals
+    x, t = fs.randn(3, 4, 5), fs.tensor(np.random.default_rng(0).integers(0, 5, (3, 4)))
+    for fn, name in [(lambda a, i: F.one_hot(i, 5), 'one_hot'), (lambda a, i: F.embedding(i, fs.randn(5, 2)), 'embedding'),
+                     (lambda a, i: a.argmax(-1), 'argmax'), (lambda a, i: fs.where(a > 0)[0], 'where')]:
+        with pytest.raises(NotImplementedError, match=f"vmap: there is no batching rule for {name} yet"):
+            func.vmap(fn)(x, t)
+    from fromscratch.func import LogicalArray
+    sample = LogicalArray((2, 3), np.float64)
+    for read in (lambda: np.asarray(sample), lambda: sample[0], lambda: sample.min(), lambda: float(sample)):
+        with pytest.raises(NotImplementedError, match="vmap: a sample has a shape but no values"): read()
+    assert not hasattr(sample, '__array_interface__') and sample.ndim == 2 and sample.size == 6
