@@ -212,7 +212,11 @@ def copy_module(ours, theirs):
 
 
 @pytest.mark.parametrize('args,kw', [((3, 4, 3), {}), ((4, 6, (3, 2)), dict(stride=2, padding=1, groups=2)),
-                                     ((2, 2, 3), dict(padding='same', dilation=2, bias=False)), ((4, 8, 1), dict(groups=4))])
+                                     ((2, 2, 3), dict(padding='same', dilation=2, bias=False)), ((4, 8, 1), dict(groups=4)),
+                                     ((3, 4, 3), dict(padding=1, padding_mode='reflect')),
+                                     ((2, 4, (3, 2)), dict(padding=(2, 1), stride=2, padding_mode='replicate')),
+                                     ((4, 4, 3), dict(padding='same', dilation=2, groups=2, padding_mode='circular')),
+                                     ((2, 2, 2), dict(padding='same', padding_mode='reflect', bias=False))])
 def test_conv2d_module_matches_torch(args, kw):
     fs.manual_seed(0)
     ours, theirs = nn.Conv2d(*args, dtype=fs.float64, **kw), torch.nn.Conv2d(*args, dtype=torch.float64, **kw)
@@ -375,3 +379,48 @@ def test_functional_batch_norm_gradgradcheck():
     assert fs.autograd.gradcheck(fn, (x, w, b))
     g = fs.tensor(RNG.standard_normal((4, 2, 3, 3)))
     assert fs.autograd.gradcheck(lambda x, w: fs.autograd.grad(fn(x, w, b), (x, w), g, create_graph=True), (x, w))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# F.pad: the four modes, crops, one to three padded dimensions, the gradient, and torch's errors
+
+PADS = [   # (input shape, pad, mode, value)
+    ((2, 3, 4, 5), (1, 2), 'constant', None), ((2, 3, 4, 5), (1, 2, 0, -1), 'constant', 1.5),
+    ((2, 3, 4, 5), (1, 1, 1, 1, 1, 1, 1, 1), 'constant', -2.0), ((3, 4), (-1, -2, 2, 0), 'constant', None),
+    ((2, 3, 4, 5), (2, 1, 3, 0), 'reflect', None), ((3, 5), (4, 2), 'reflect', None), ((2, 3, 4, 5), (-1, 2, 1, -1), 'reflect', None),
+    ((1, 2, 3, 4, 5), (1, 2, 2, 1, 1, 0), 'reflect', None), ((2, 3, 4, 5), (3, 0, 1, 2), 'replicate', None),
+    ((2, 4, 6), (9, 7), 'replicate', None), ((2, 3, 4, 5), (-2, 1, 0, 3), 'replicate', None),
+    ((2, 3, 4, 5), (-1, 4, 2, 2), 'circular', None), ((3, 4, 5), (5, 5, 0, 4), 'circular', None),
+    ((2, 3, 4, 5), (2, -1, 1, 1), 'circular', None), ((1, 1, 3, 4, 5), (1, 1, 2, 2, 3, 3), 'circular', None),
+    ((2, 3, 4, 5), (1, 1, 1, 1), 'reflect', 0.0),
+]
+
+
+@pytest.mark.parametrize('shape,amounts,mode,value', PADS)
+@pytest.mark.parametrize('dtype', [np.float64, np.float32])
+def test_pad_matches_torch(shape, amounts, mode, value, dtype):
+    x = RNG.standard_normal(shape).astype(dtype)
+    assert_pair(*pair(F.pad, TF.pad, [x], pad=amounts, mode=mode, value=value), dtype=dtype)
+
+
+def test_pad_of_integers_casts_the_value_and_padding_is_differentiable_twice():
+    ours, theirs = F.pad(fs.ones(2, 3, dtype=fs.int64), (1, 1), value=2.5), TF.pad(torch.ones(2, 3, dtype=torch.int64), (1, 1), value=2.5)
+    assert ours.dtype == fs.int64 and np.array_equal(ours.numpy(), theirs.numpy())
+    x = fs.tensor(RNG.standard_normal((1, 2, 3, 4)), requires_grad=True)
+    for mode in ('reflect', 'replicate', 'circular', 'constant'):
+        assert fs.autograd.gradcheck(lambda x: F.pad(x * x, (2, 1, 2, 0), mode=mode), (x,))
+        assert fs.autograd.gradgradcheck(lambda x: F.pad(x * x, (1, 2, 0, 2), mode=mode), (x,))
+
+
+PAD_ERRORS = [((2, 3), (1,), 'constant', None), ((2, 3), (1, 1, 1, 1, 1, 1), 'constant', None), ((2, 3), (1, 1), 'foo', None),
+              ((2, 3, 4), (1, 1), 'reflect', 2.0), ((4,), (1, 1), 'reflect', None), ((2, 3), (1, 1, 1, 1), 'replicate', None),
+              ((1, 2, 3, 4), (1, 1), 'circular', None), ((1, 2, 3, 4), (4, 4), 'reflect', None),
+              ((1, 2, 3, 4), (0, 0, 3, 1), 'reflect', None), ((1, 2, 3, 4), (0, 0, 4, 0), 'circular', None),
+              ((2, 0, 3), (1, 1), 'replicate', None), ((3, 4), (-3, -2), 'constant', None)]
+
+
+@pytest.mark.parametrize('shape,amounts,mode,value', PAD_ERRORS)
+def test_pad_errors_match_torch(shape, amounts, mode, value):
+    theirs = error_of(lambda: TF.pad(torch.zeros(shape), amounts, mode=mode, value=value))
+    ours = error_of(lambda: F.pad(fs.zeros(*shape), amounts, mode=mode, value=value))
+    assert type(ours) is type(theirs) and str(ours) == str(theirs), (ours, theirs)

@@ -175,6 +175,19 @@ def test_pool_backward_ops_under_vmap_and_jvp():
         check_close(ours, theirs, **TOL)
 
 
+PADS = [((1, 2), 'constant', 1.5), ((2, 1, 3, 0), 'reflect', None), ((-1, 2, 1, -1), 'reflect', None),
+        ((3, 0, 1, 2), 'replicate', None), ((-1, 4, 2, 2), 'circular', None), ((1, 2, 2, 1, 1, 0), 'reflect', None)]
+
+
+@pytest.mark.parametrize('amounts,mode,value', PADS)
+@pytest.mark.parametrize('batch_dim', [0, 1])
+def test_pad_under_vmap_and_jvp(amounts, mode, value, batch_dim):
+    x = np.moveaxis(rand(3, 2, 3, 4, 5), 0, batch_dim).copy()
+    opts = dict(pad=amounts, mode=mode, value=value)
+    check_vmap(partial(F.pad, **opts), partial(TF.pad, **opts), [x], in_dims=batch_dim)
+    check_jvp(partial(F.pad, **opts), partial(TF.pad, **opts), [rand(2, 3, 4, 5)])
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # per-sample gradients of CNNs: the torch.func tutorial, over the options of the layers
 
@@ -201,6 +214,9 @@ CNNS = [   # (in, mid, out channels, kernel, conv options), pooling, its options
     ((2, 4, 2, 2, dict(stride=(1, 2), bias=False)), 'max_pool2d', dict(kernel_size=(2, 1), dilation=(1, 1)),
      (2, 8, 9)),
     ((1, 2, 2, 3, dict(padding=(1, 0))), 'adaptive_avg_pool2d', dict(output_size=(3, 4)), (1, 6, 7)),
+    ((2, 4, 4, 3, dict(padding=1, padding_mode='reflect')), 'max_pool2d', dict(kernel_size=2), (2, 7, 8)),
+    ((1, 4, 2, 3, dict(padding='same', dilation=2, padding_mode='circular')), 'avg_pool2d', dict(kernel_size=2),
+     (1, 8, 8)),
 ]
 
 
@@ -327,3 +343,18 @@ def test_ops_without_a_rule_name_themselves():
         func.vmap(F.cross_entropy)(fs.randn(2, 3, 4), fs.tensor([[0, 1, -100], [1, 1, 1]]))
     with pytest.raises(NotImplementedError, match="with class weights or ignored targets"):
         func.vmap(partial(F.cross_entropy, weight=fs.ones(4)))(fs.randn(2, 3, 4), fs.tensor([[0, 1, 2], [1, 1, 1]]))
+
+
+def test_library_code_that_reads_a_samples_values_names_itself():
+    # a check or a position computed in Python, outside an op, cannot see a sample's values under vmap: the
+    # error names the library function that tried (torch would fall back to a loop), never numpy's internals
+    x, t = fs.randn(3, 4, 5), fs.tensor(np.random.default_rng(0).integers(0, 5, (3, 4)))
+    for fn, name in [(lambda a, i: F.one_hot(i, 5), 'one_hot'), (lambda a, i: F.embedding(i, fs.randn(5, 2)), 'embedding'),
+                     (lambda a, i: a.argmax(-1), 'argmax'), (lambda a, i: fs.where(a > 0)[0], 'where')]:
+        with pytest.raises(NotImplementedError, match=f"vmap: there is no batching rule for {name} yet"):
+            func.vmap(fn)(x, t)
+    from fromscratch.func import LogicalArray
+    sample = LogicalArray((2, 3), np.float64)
+    for read in (lambda: np.asarray(sample), lambda: sample[0], lambda: sample.min(), lambda: float(sample)):
+        with pytest.raises(NotImplementedError, match="vmap: a sample has a shape but no values"): read()
+    assert not hasattr(sample, '__array_interface__') and sample.ndim == 2 and sample.size == 6

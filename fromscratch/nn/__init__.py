@@ -91,7 +91,7 @@ from fromscratch.nn import (
     utils,
 )  # PyTorch's module path for the two functions above: `nn.utils.clip_grad_norm_`
 
-# %% ../../nbs/18_conv.ipynb 6
+# %% ../../nbs/18_conv.ipynb 7
 from . import conv
 from .modules.batchnorm import BatchNorm2d
 from .modules.conv import Conv2d

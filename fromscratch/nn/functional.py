@@ -89,6 +89,7 @@ _all_ = [
     'embedding',
 ]
 
-# %% ../../nbs/18_conv.ipynb 5
+# %% ../../nbs/18_conv.ipynb 6
 from .conv import conv2d, fold, unfold
+from .padding import pad
 from .pooling import adaptive_avg_pool2d, avg_pool2d, max_pool2d

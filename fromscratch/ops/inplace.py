@@ -2,9 +2,9 @@
 
 # %% auto 0
 __all__ = ['OVERLAP', 'METHODS', 'NODE_NAMES', 'recording', 'has_tangent', 'CopySlices', 'inplace_error', 'check_inplace',
-           'write_inplace', 'take_history', 'write', 'add_', 'sub_', 'mul_', 'div_', 'Copy', 'Fill', 'copy_', 'fill_',
-           'zero_', 'random_fill', 'uniform_', 'normal_', 'put', 'IndexPut', 'setitem', 'scatter_', 'scatter_add_',
-           'masked_fill_']
+           'write_inplace', 'take_history', 'write_through_view', 'write', 'add_', 'sub_', 'mul_', 'div_', 'Copy',
+           'Fill', 'copy_', 'fill_', 'zero_', 'random_fill', 'uniform_', 'normal_', 'put', 'IndexPut', 'setitem',
+           'scatter_', 'scatter_add_', 'masked_fill_']
 
 # %% ../../nbs/07_ops.ipynb
 import builtins
@@ -51,18 +51,13 @@ def recording(self, other=None):
     )
 
 def has_tangent(self, other=None):
-    """Whether `self` or `other` carries a tangent of an open dual level (notebook 14):
-    the change must then update `self`'s tangent."""
-    found = builtins.any(
+    """Whether `self` (or its base, if it is a view) or `other` carries a tangent of an
+    open dual level (notebook 14): the change must then update `self`'s tangent."""
+    base = self._view.base if self._view is not None else None
+    return builtins.any(
         isinstance(t, Tensor) and t._fw_grad is not None and t._fw_grad[0].open
-        for t in (self, other)
+        for t in (self, other, base)
     )
-    if found and self._view is not None:
-        raise NotImplementedError(
-            "forward AD through an in-place change of a view is not supported yet:"
-            " compute out of place instead (`x = x + y` rather than `x += y`)"
-        )
-    return found
 
 # %% ../../nbs/07_ops.ipynb
 class CopySlices(Function):
@@ -84,6 +79,15 @@ class CopySlices(Function):
     def backward(ctx, grad_output):
         keep, = ctx.saved_tensors
         return grad_output * keep, ctx.fn(grad_output), None
+    @staticmethod
+    def jvp(ctx, tb, ts, _):
+        "Forward mode (notebook 14): the base's tangent with the region's replaced."
+        out = Tensor(np.zeros_like(ctx.args[0].array))  # the base's layout: fn views it
+        if tb is not None: out.copy_(tb)
+        region = ctx.fn(out)
+        if ts is None: region.zero_()
+        else: region.copy_(ts)
+        return out
 
 # %% ../../nbs/07_ops.ipynb
 def inplace_error(shape, other):
@@ -122,7 +126,7 @@ def check_inplace(self, result):
 # %% ../../nbs/07_ops.ipynb
 def write_inplace(self, result):
     """Make `self` hold `result`, computed out of place from it: copy, bump the version,
-    take over its history."""
+    take over its history (and in forward mode its tangent)."""
     check_inplace(self, result)
     try:
         np.copyto(self.array, result.array, casting='unsafe')
@@ -133,6 +137,12 @@ def write_inplace(self, result):
             raise
         raise RuntimeError(OVERLAP) from None
     self.version_counter.bump()
+    if (
+        forward_mode.level is not None
+        and self._view is not None
+        and has_tangent(self, result)
+    ):
+        return write_through_view(self, result)  # forward mode, through a view (14)
     if forward_mode.level is not None and (
         result._fw_grad or self._fw_grad
     ):  # forward mode: the tangent changes with the values
@@ -152,6 +162,17 @@ def take_history(self, result):
     else:  # the base gets the new history, and the view takes its own from it
         rebase(view.base, CopySlices.apply(view.base, result, view.fn).grad_fn, 0)
         view.refresh(self, force=True)
+    return self
+
+def write_through_view(self, result):
+    """`take_history` of a view whose base or new values carry tangents: `CopySlices`
+    hands the base its new history and its new tangent; the view takes its own from it.
+    """
+    view = self._view
+    through = CopySlices.apply(view.base, result, view.fn)
+    if through.grad_fn is not None: rebase(view.base, through.grad_fn, 0)
+    view.base._fw_grad = through._fw_grad
+    view.refresh(self, force=True)
     return self
 
 # %% ../../nbs/07_ops.ipynb

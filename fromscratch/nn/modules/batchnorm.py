@@ -104,7 +104,7 @@ def _bn_upgrade_state_dict(self, state_dict, prefix, version):
 
 BatchNorm1d._version, BatchNorm1d._upgrade_state_dict = 2, _bn_upgrade_state_dict
 
-# %% ../../../nbs/18_conv.ipynb 113
+# %% ../../../nbs/18_conv.ipynb 125
 class BatchNorm2d(BatchNorm1d):
     """`F.batch_norm` of (N, C, H, W) images: per-channel statistics over the batch and
     all positions."""

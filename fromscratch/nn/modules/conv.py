@@ -71,14 +71,24 @@ class Conv2d(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input):
+        if self.padding_mode == 'zeros':
+            return functional.conv2d(
+                input,
+                self.weight,
+                self.bias,
+                self.stride,
+                self.padding,
+                self.dilation,
+                self.groups,
+            )
+        (top, bottom), (left, right) = conv.conv_padding(
+            self.padding, self.kernel_size, self.dilation, self.stride
+        )  # padded by F.pad in its mode, then convolved without padding
+        padded = functional.pad(
+            input, (left, right, top, bottom), mode=self.padding_mode
+        )
         return functional.conv2d(
-            input,
-            self.weight,
-            self.bias,
-            self.stride,
-            self.padding,
-            self.dilation,
-            self.groups,
+            padded, self.weight, self.bias, self.stride, 0, self.dilation, self.groups
         )
     def extra_repr(self):
         s = (
@@ -88,4 +98,6 @@ class Conv2d(Module):
         if self.padding != (0, 0): s += f', padding={self.padding}'
         if self.dilation != (1, 1): s += f', dilation={self.dilation}'
         if self.groups != 1: s += f', groups={self.groups}'
-        return s + (', bias=False' if self.bias is None else '')
+        if self.bias is None: s += ', bias=False'
+        if self.padding_mode != 'zeros': s += f', padding_mode={self.padding_mode}'
+        return s
