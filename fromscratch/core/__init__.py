@@ -11,12 +11,12 @@ __all__ = ['float32', 'float64', 'float16', 'int64', 'int32', 'int16', 'int8', '
            'check_grad', 'VersionCounter', 'Tensor', 'tensor_data', 'version_of', 'check_saved', 'NODE_NAMES',
            'Context', 'AccumulateGrad', 'Function', 'Unrecorded', 'UNRECORDED', 'ForwardMode', 'forward_mode',
            'linear_jvp', 'unrecorded', 'edge', 'stale_views_need_grad', 'connect', 'is_tensor', 'is_inference',
-           'version_count', 'SAVED_HOOKS', 'Packed', 'pack_saved', 'unpack_saved', 'View', 'Composed', 'make_view',
-           'view_of', 'rebase', 'shape_of', 'operands', 'broadcast_op', 'broadcast_error', 'category', 'dtype_of',
-           'result_type', 'Add', 'sum_to', 'expand_to', 'expandable', 'broadcast_axes', 'sum_array_to', 'SumToSize',
-           'Expand', 'ToDtype', 'cast', 'dependencies', 'add_grads', 'Slots', 'add_into', 'CopyGrad', 'held_arrays',
-           'new_buffer', 'first_grad', 'accumulate', 'call_backward', 'validate', 'Run', 'propagate', 'at_node',
-           'at_leaf', 'seed', 'check_roots', 'run_backward', 'as_tensors', 'backward', 'clear_grads', 'keep',
+           'version_count', 'SAVED_HOOKS', 'Packed', 'pack_saved', 'unpack_saved', 'number_operand', 'View', 'Composed',
+           'make_view', 'view_of', 'rebase', 'shape_of', 'operands', 'broadcast_op', 'broadcast_error', 'category',
+           'dtype_of', 'result_type', 'Add', 'sum_to', 'expand_to', 'expandable', 'broadcast_axes', 'sum_array_to',
+           'SumToSize', 'Expand', 'ToDtype', 'cast', 'dependencies', 'add_grads', 'Slots', 'add_into', 'CopyGrad',
+           'held_arrays', 'new_buffer', 'first_grad', 'accumulate', 'call_backward', 'validate', 'Run', 'propagate',
+           'at_node', 'at_leaf', 'seed', 'check_roots', 'run_backward', 'as_tensors', 'backward', 'clear_grads', 'keep',
            'wanted_nodes', 'as_tensor_grad', 'like', 'grad', 'unused', 'run_hooks', 'node_hooks', 'default_dtype',
            'holds_tensors', 'tensor', 'values_of', 'not_numbers', 'size_arg', 'shape_arg', 'factory_shape', 'zeros',
            'ones', 'empty', 'full', 'arange', 'linspace', 'like_factory', 'zeros_like', 'ones_like', 'empty_like',
@@ -48,7 +48,7 @@ from fromscratch.core.graph import (
     check_saved, NODE_NAMES, Context, AccumulateGrad, Function, Unrecorded, UNRECORDED,
     ForwardMode, forward_mode, linear_jvp, unrecorded, edge, stale_views_need_grad,
     connect, is_tensor, is_inference, version_count, SAVED_HOOKS, Packed, pack_saved,
-    unpack_saved
+    unpack_saved, number_operand
 )
 from .views import View, Composed, make_view, view_of, rebase
 from fromscratch.core.promotion import (
@@ -185,6 +185,7 @@ _all_ = [
     'Packed',
     'pack_saved',
     'unpack_saved',
+    'number_operand',
     'View',
     'Composed',
     'make_view',

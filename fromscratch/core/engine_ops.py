@@ -6,7 +6,9 @@ __all__ = ['Add', 'sum_to', 'expand_to', 'expandable', 'broadcast_axes', 'sum_ar
 # %% ../../nbs/06_tensor.ipynb
 import numpy as np
 
-from .graph import NODE_NAMES, Function, Tensor, linear_jvp
+from fromscratch.core.graph import (
+    NODE_NAMES, Function, Tensor, linear_jvp, number_operand
+)
 from .promotion import broadcast_op
 from .views import make_view
 
@@ -15,6 +17,7 @@ class Add(Function):
     """a + b, broadcasting, with PyTorch's type promotion; the engine adds gradients
     with it too."""
     array_backward = True
+    node_inputs = staticmethod(number_operand)  # `x + 2`: the 2 is an input too
     @staticmethod
     def forward(ctx, a, b): return broadcast_op(np.add, a, b)
     @staticmethod

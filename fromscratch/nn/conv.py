@@ -160,6 +160,9 @@ class Conv2dFunction(Function):
     group, and the bias."""
     array_backward = True
     @staticmethod
+    def node_inputs(tensors):
+        return (tensors[0], tensors[1], True, False, False)  # no bias: an input, None
+    @staticmethod
     def forward(ctx, input, weight, bias, window, groups):
         x, w = input.array, weight.array
         n, (o, cg, kh, kw) = x.shape[0], w.shape

@@ -11,7 +11,9 @@ import builtins
 
 import numpy as np
 
-from ..core import Tensor, Function, Add, broadcast_op, sum_to, defaults
+from fromscratch.core import (
+    Tensor, Function, Add, broadcast_op, sum_to, defaults, number_operand
+)
 from fromscratch.ops.shared import (
     alias,
     backward0,
@@ -48,6 +50,7 @@ def check_bool_sub(a, b):
 class Sub(Function):
     "a - b, broadcasting."
     array_backward = True
+    node_inputs = staticmethod(number_operand)  # a number operand is an input too
     @staticmethod
     def forward(ctx, a, b):
         check_bool_sub(a, b)
@@ -73,6 +76,7 @@ class Sub(Function):
 class Mul(Function):
     "a * b, broadcasting."
     array_backward = True
+    node_inputs = staticmethod(number_operand)  # a number operand is an input too
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(
@@ -121,6 +125,7 @@ def true_divide(x, y):
 class Div(Function):
     "a / b, broadcasting; true division, so integers give float32 as in PyTorch."
     array_backward = True
+    node_inputs = staticmethod(number_operand)  # a number operand is an input too
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b)
@@ -351,13 +356,13 @@ def square(input):
 METHODS = {
     'add': add,
     '__add__': add,
-    '__radd__': reflected(add),
+    '__radd__': add,  # 2 + t is t + 2, as PyTorch records it
     'sub': sub,
     '__sub__': sub,
     '__rsub__': reflected(sub),
     'mul': mul,
     '__mul__': mul,
-    '__rmul__': reflected(mul),
+    '__rmul__': mul,
     'div': div,
     'divide': div,
     '__truediv__': div,

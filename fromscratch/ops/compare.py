@@ -60,6 +60,9 @@ def logical_not(input):
 class Where(Function):
     "Elements of `a` where `cond` is true, of `b` elsewhere (broadcasting)."
     @staticmethod
+    def node_inputs(tensors):
+        return (False, True, True)  # the condition is no input; a number in a branch is
+    @staticmethod
     def forward(ctx, cond, a, b):
         c = cond.array if isinstance(cond, Tensor) else np.asarray(cond)
         ctx.save_for_backward(Tensor(c))

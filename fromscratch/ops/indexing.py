@@ -270,6 +270,9 @@ class MaskedFill(Function):
     """input.masked_fill(mask, value): `value` where the boolean `mask` is true, the
     input elsewhere; a 0-d tensor value gets the gradient of the places it filled."""
     @staticmethod
+    def node_inputs(tensors):
+        return (True, False, tensors[2])  # the mask is no input, nor a number value
+    @staticmethod
     def forward(ctx, a, mask, value):
         m = mask.array if isinstance(mask, Tensor) else np.asarray(mask)
         if m.dtype.kind != 'b':

@@ -366,6 +366,9 @@ def put(array, idx, value):
 class IndexPut(Function):
     "A copy of `a` with `value` written at `idx`: what `a[idx] = value` computes."
     @staticmethod
+    def node_inputs(tensors):
+        return (tensors[0], False, True)  # the index is no input; a number value is
+    @staticmethod
     def forward(ctx, a, idx, value):
         out = a.array.copy()
         put(out, idx, value)

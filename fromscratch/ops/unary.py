@@ -207,6 +207,10 @@ class Clamp(Function):
     goes to whichever gave the value."""
     array_backward = True
     @staticmethod
+    def node_inputs(tensors):  # with a tensor bound, both bounds are inputs, even None
+        bounds = tensors[1] or tensors[2]
+        return (tensors[0], bounds, bounds)
+    @staticmethod
     def forward(ctx, a, min=None, max=None):
         if min is None and max is None:
             raise RuntimeError(

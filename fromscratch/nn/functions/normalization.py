@@ -86,6 +86,9 @@ class BatchNormFunction(Function):
     and biased variance, scaled, shifted."""
     array_backward = True
     @staticmethod
+    def node_inputs(tensors):
+        return (tensors[0], True, True, False)  # no weight or bias: an input, None
+    @staticmethod
     def forward(ctx, input, weight, bias, eps):
         x, dims, shape = (
             input.array,
