@@ -211,6 +211,11 @@ def test_custom_function_needs_its_own_jvp():
         def backward(ctx, g): x, = ctx.saved_tensors; return 3 * x ** 2 * g
     class CubeJvp(Cube):
         @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            ctx.save_for_forward(x)  # as in torch, jvp's saved_tensors are these
+            return x ** 3
+        @staticmethod
         def jvp(ctx, t): x, = ctx.saved_tensors; return 3 * x ** 2 * t
     x, v = fs.tensor([1.0, -2.0], dtype=fs.float64), fs.tensor([0.5, 1.0], dtype=fs.float64)
     with dual_level():

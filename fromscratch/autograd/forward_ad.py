@@ -5,7 +5,8 @@
 # %% auto 0
 __all__ = ['UnpackedDualTensor', 'FwGrad', 'Level', 'dual_levels', 'numbered', 'At', 'tangent_at', 'tangent_of', 'view_tangent',
            'without', 'enter_dual_level', 'exit_dual_level', 'dual_level', 'PrimalView', 'primal_at', 'primal_view',
-           'make_dual', 'unpack_dual', 'apply_dual', 'forward_with_tangents', 'forward_for_tangents', 'attach_tangents']
+           'make_dual', 'unpack_dual', 'apply_dual', 'run_jvp', 'forward_with_tangents', 'forward_for_tangents',
+           'attach_tangents']
 
 # %% ../../nbs/14_forward_ad.ipynb
 from collections import namedtuple
@@ -21,7 +22,7 @@ from fromscratch.core import (
     cast,
     linear_jvp,
 )
-from . import Function as AutogradFunction
+from . import Function as AutogradFunction, FunctionCtx
 
 # %% ../../nbs/14_forward_ad.ipynb
 class Level:
@@ -197,6 +198,15 @@ def apply_dual(cls, args):
     return forward_with_tangents(cls, args, tangents, levels[-1])
 
 # %% ../../nbs/14_forward_ad.ipynb
+def run_jvp(cls, ctx, tangents):
+    """`cls.jvp(ctx, *tangents)`; meanwhile a custom `Function`'s `ctx.saved_tensors`
+    are the tensors of its `save_for_forward`."""
+    if not isinstance(ctx, FunctionCtx): return cls.jvp(ctx, *tangents)
+    ctx.in_jvp = True
+    try: return cls.jvp(ctx, *tangents)
+    finally: ctx.in_jvp = False
+
+# %% ../../nbs/14_forward_ad.ipynb
 def forward_with_tangents(cls, args, tangents, level):
     """Run `cls`'s forward once, then its `jvp` at each open dual level up to `level`
     (`tangents`: the inputs' tangents, one list per level)."""
@@ -205,7 +215,7 @@ def forward_with_tangents(cls, args, tangents, level):
         ctx, outputs = forward_for_tangents(cls, args, tangents)
     for at, ts in zip(levels, tangents):
         if any(t is not None for t in ts):
-            with forward_mode.below(at): out_tangents = cls.jvp(ctx, *ts)
+            with forward_mode.below(at): out_tangents = run_jvp(cls, ctx, ts)
             attach_tangents(ctx, outputs, out_tangents, at)
         if at is level: break
     return outputs

@@ -437,7 +437,7 @@ def node_hooks(node, buf, arrays):
         for k, store in node.post_hooks.items():
             if buf[k] is not None: store(as_tensor_grad(buf[k]))
 
-# %% ../../nbs/08_autograd.ipynb 94
+# %% ../../nbs/08_autograd.ipynb 95
 def run_post_accumulate(hooks, t):
     """Call each post-accumulate hook with the leaf `t`, whose `.grad` holds the new
     sum; each must return None."""

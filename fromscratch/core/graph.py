@@ -90,8 +90,8 @@ class Tensor(Storage):
             raise RuntimeError("Can't detach views in-place. Use detach() instead.")
         self.grad_fn, self._requires_grad = None, False
         return self
-    def numpy(self):
-        if self._requires_grad:
+    def numpy(self):  # (under no_grad it may: a backward outside autograd, 08)
+        if self._requires_grad and grad_mode.enabled:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use"
                                " tensor.detach().numpy() instead.")
         return self.array
