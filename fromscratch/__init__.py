@@ -26,6 +26,7 @@ from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, dot, m
                   unsqueeze, permute, transpose, t, clone,
                   gather, scatter, scatter_add, index_select, masked_fill)
 from .ops import sort, argsort, topk, movedim, moveaxis, log2, log10, tril, triu, multinomial
+from .ops import split, chunk, unbind, tensor_split, repeat_interleave
 # the function forms take torch's `out=` (fs.add(a, b, out=c)); divide, clip, concat, ...: its other names
 from .ops.arguments import FUNCTION_FORMS
 globals().update(FUNCTION_FORMS)

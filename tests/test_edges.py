@@ -440,6 +440,8 @@ EVERY_FUNCTION = {   # the Function class it exercises: (expression, input shape
     'Sort': (lambda x: x.sort(1).values ** 3 + x.topk(2, 0, largest=False).values.sum() * x, [(3, 4)]),
     'Log2': (lambda x: x.log2() * x, [(3, 4)], 'pos'), 'Log10': (lambda x: x.log10(), [(3, 4)], 'pos'),
     'Tril': (lambda x: x.tril(1) ** 3, [(3, 4)]), 'Triu': (lambda x: x.triu(-1) * x, [(2, 3, 4)]),
+    'Split': (lambda x: x.split(2, 1)[1] ** 3 * x.split([1, 2])[1].sum(), [(3, 4)]),
+    'Unbind': (lambda x: x.unbind(1)[2] ** 3 * x.unbind()[0].sum(), [(3, 4)]),
     'FloorDivide': (lambda x: (x.detach() // 0.3) * x * x, [(3, 4)]),   # no derivative (a backward through it raises)
     'LinearFunction': FUSED_SECOND['linear'], 'NLLLossFunction': (lambda x, t: F.nll_loss(x, t) if isinstance(x, Tensor)
                                                                   else TF.nll_loss(x, t), [(4, 3), 'target']),

@@ -19,7 +19,7 @@ from fromscratch import core
 from fromscratch.core import Function, Tensor
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLES = ('METHODS', 'NODE_NAMES')
+TABLES = ('METHODS', 'NODE_NAMES', 'BATCHING')
 
 
 def families():
@@ -109,6 +109,7 @@ def test_the_package_gathers_every_family():
     assert [f.__name__ for f in ops.FAMILIES] == sorted(mods, key=[f.__name__ for f in ops.FAMILIES].index)
     assert set(mods) == {f.__name__ for f in ops.FAMILIES}
     assert ops.METHODS == {k: v for m in mods.values() for k, v in m.METHODS.items()}
+    assert ops.BATCHING == {k: v for m in mods.values() for k, v in getattr(m, 'BATCHING', {}).items()}
     for m in mods.values():
         for n in m.__all__:
             if n not in TABLES: assert getattr(ops, n) is getattr(m, n), f'fromscratch.ops.{n}'

@@ -356,3 +356,4 @@ RULES.update(
         Einsum: einsum_rule,
     }
 )
+RULES.update(ops.BATCHING)  # the rules 07's families keep beside their ops

@@ -34,6 +34,7 @@ from .arithmetic import check_bool_sub
 from .shape import clone, expanded_shape
 from .indexing import Index, numpy_index
 from .indexing import scatter, scatter_add, masked_fill
+from .pieces import check_not_one_of_many
 
 # %% ../../nbs/07_ops.ipynb
 OVERLAP = (
@@ -101,10 +102,11 @@ def inplace_error(shape, other):
     )
 
 def check_inplace(self, result):
-    """PyTorch's errors for writing `result` into `self`: a leaf that requires grad (or
-    a view of one), a wider dtype or shape."""
+    """PyTorch's errors for writing `result` into `self`: a piece of `split` and its
+    kind, a leaf that requires grad (or a view of one), a wider dtype or shape."""
     view = self._view
     if grad_mode.enabled:
+        check_not_one_of_many(self)
         if self.grad_fn is None and self._requires_grad:
             raise RuntimeError(
                 "a leaf Variable that requires grad is being used in an in-place"
