@@ -204,9 +204,10 @@ Conv2dFunction.backward = staticmethod(_conv2d_backward)
 # %% ../../nbs/18_conv.ipynb
 def _conv2d_jvp(ctx, tx, tw, tb, *_):
     "conv(ẋ, w) + conv(x, ẇ) + ḃ, for the inputs that carry a tangent."
-    x, w, _, window, groups = ctx.args
-    terms = [] if tx is None else [Conv2dFunction.apply(tx, w, None, window, groups)]
-    if tw is not None: terms.append(Conv2dFunction.apply(x, tw, None, window, groups))
+    x, w = ctx.args[:2]
+    conv = lambda a, b: Conv2dFunction.apply(a, b, None, ctx.window, ctx.groups)
+    terms = [] if tx is None else [conv(tx, w)]
+    if tw is not None: terms.append(conv(x, tw))
     if tb is not None: terms.append(tb.reshape(-1, 1, 1))
     return total(terms)
 
