@@ -22,7 +22,7 @@ from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, dot, m
                   repeat, swapaxes, swapdims,
                   # each Tensor method's function form, as torch has them: torch.mul(a, b) is a.mul(b)
                   add, sub, mul, div, neg, eq, ne, lt, le, gt, ge, logical_not, reshape, flatten, squeeze,
-                  unsqueeze, permute, transpose, t, clone,
+                  unsqueeze, permute, transpose, t, clone, nonzero,
                   gather, scatter, scatter_add, index_select, masked_fill)
 # the function forms take torch's `out=` (fs.add(a, b, out=c)); divide, clip, concat, ...: its other names
 from .ops.arguments import FUNCTION_FORMS
