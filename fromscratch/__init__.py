@@ -23,7 +23,7 @@ from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, dot, m
                   repeat, swapaxes, swapdims,
                   # each Tensor method's function form, as torch has them: torch.mul(a, b) is a.mul(b)
                   add, sub, mul, div, neg, eq, ne, lt, le, gt, ge, logical_not, reshape, flatten, squeeze,
-                  unsqueeze, permute, transpose, t, clone,
+                  unsqueeze, permute, transpose, t, clone, nonzero,
                   gather, scatter, scatter_add, index_select, masked_fill)
 from .ops import sort, argsort, topk, movedim, moveaxis, log2, log10, tril, triu, multinomial
 from .ops import split, chunk, unbind, tensor_split, repeat_interleave

@@ -9,7 +9,7 @@ import torch
 
 import fromscratch as fs
 from fromscratch.core import Tensor
-from fromscratch.testing import compare_errors
+from fromscratch.testing import compare_errors, error_of
 from engines import check_both, check_second, assert_same_value
 
 
@@ -654,3 +654,167 @@ def test_an_integer_dtype_for_a_tensor_that_requires_grad_is_torchs_error(name, 
     if name != 'mean':
         with fs.no_grad(), torch.no_grad(): assert_same(f(fs), f(torch), rtol=0)
         assert_same(f(fs, False), f(torch, False), rtol=0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# numpy's spellings: axis, keepdims, numpy's functions on a tensor
+
+def methods_taking_dim():
+    import inspect
+    names = []
+    for name, m in sorted(fs.ops.METHODS.items()):
+        target = getattr(m, '__wrapped__', m)
+        try: params = inspect.signature(target).parameters
+        except (TypeError, ValueError): continue
+        if 'dim' in params: names.append(name)
+    return names
+
+
+EXTRA = {   # the other arguments a method needs, made in the library L
+    'gather': lambda L: (L.tensor([[0, 1, 0], [1, 0, 0]]),),
+    'index_select': lambda L: (L.tensor([1, 0]),),
+    'scatter': lambda L: (L.tensor([[0, 1, 0], [1, 0, 0]]), 5.0), 'scatter_': lambda L: (L.tensor([[0, 1, 0]]), 5.0),
+    'scatter_add': lambda L: (L.tensor([[0, 1, 0]]), L.ones(1, 3, dtype=L.float64)),
+    'scatter_add_': lambda L: (L.tensor([[0, 1, 0]]), L.ones(1, 3, dtype=L.float64)),
+    'norm': lambda L: (2,),
+}
+
+
+@pytest.mark.parametrize('kwargs', [{'axis': 1}, {'axis': -1, 'keepdims': True}, {'keepdims': True},
+                                    {'axis': 0, 'keepdim': False}], ids=str)
+@pytest.mark.parametrize('name', methods_taking_dim())
+def test_methods_taking_a_dim_take_numpys_names_where_torch_does(name, kwargs):
+    if 'keepdims' in kwargs and name in ('squeeze', 'unsqueeze', 'softmax', 'log_softmax', 'cumsum', 'gather'):
+        return  # (no keepdim to spell)
+    def run(L):
+        x = L.tensor(values((2, 3, 2)))
+        return getattr(x, name)(*EXTRA.get(name, lambda L: ())(L), **kwargs)
+    ours, theirs = error_of(lambda: run(fs)), error_of(lambda: run(torch))
+    if theirs == 'no error':
+        assert ours == 'no error', ours
+        for o, t in zip(*(r if isinstance(r, tuple) else (r,) for r in (run(fs), run(torch)))):
+            assert_same(o, t, rtol=1e-12)
+    elif 'keepdims' in kwargs and len(kwargs) == 1 and name in ('sum', 'mean', 'prod', 'max', 'min'):
+        assert ours == 'no error'   # torch wants a dim with keepdim there; ours reduces everything
+    else:
+        assert ours.split(':')[0] == theirs.split(':')[0], (ours, theirs)
+
+
+def test_both_names_at_once_and_norm_are_refused_as_torch_refuses_them():
+    for f in (lambda L: L.ones(2, 3).sum(axis=0, dim=0), lambda L: L.ones(2, 3).mean(0, axis=1),
+              lambda L: L.sum(L.ones(2, 3), axis=0, dim=0)):
+        compare_errors(lambda: f(fs), lambda: f(torch))
+    for f in (lambda L: L.ones(2, 3).norm(axis=0), lambda L: L.norm(L.ones(2, 3), axis=0),
+              lambda L: L.ones(2, 3).max(1, keepdims=True, keepdim=True)):
+        compare_errors(lambda: f(fs), lambda: f(torch), same_message=False)
+
+
+FUNCTION_AXES = {
+    'sum(axis=0)': lambda L, x, **k: L.sum(x, axis=0, **k),
+    'mean(axis=1, keepdims=True)': lambda L, x, **k: L.mean(x, axis=1, keepdims=True, **k),
+    'max(axis=0)': lambda L, x, **k: L.max(x, axis=0, **k),
+    'softmax(axis=0)': lambda L, x, **k: L.softmax(x, axis=0, **k),
+    'cumsum(axis=1)': lambda L, x, **k: L.cumsum(x, axis=1, **k),
+    'std(axis=0, keepdims=True)': lambda L, x, **k: L.std(x, axis=0, keepdims=True, **k),
+    'argmax(axis=1)': lambda L, x, **k: L.argmax(x, axis=1, **k),
+    'logsumexp(axis=1)': lambda L, x, **k: L.logsumexp(x, axis=1, **k),
+    'gather(axis=1)': lambda L, x, **k: L.gather(x, axis=1, index=L.tensor([[0], [2]]), **k),
+}
+
+
+@pytest.mark.parametrize('name', list(FUNCTION_AXES))
+def test_function_forms_take_numpys_names_with_or_without_out(name):
+    f = FUNCTION_AXES[name]
+    ours, theirs = f(fs, fs.tensor(A)), f(torch, torch.tensor(A))
+    for o, t in zip(*(r if isinstance(r, tuple) else (r,) for r in (ours, theirs))): assert_same(o, t)
+    if isinstance(theirs, tuple): return
+    out, tout = fs.empty(0, dtype=ours.dtype), torch.empty(0, dtype=theirs.dtype)
+    assert f(fs, fs.tensor(A), out=out) is out and f(torch, torch.tensor(A), out=tout) is tout
+    assert_same(out, tout)
+
+
+NUMPY_FUNCTIONS = {   # numpy's function, called on a tensor
+    'np.mean(t)': lambda t: np.mean(t), 'np.mean(t, axis=1, keepdims=True)': lambda t: np.mean(t, axis=1, keepdims=True),
+    'np.mean(t, dtype=np.float64)': lambda t: np.mean(t, dtype=np.float64),
+    'np.sum(t)': lambda t: np.sum(t), 'np.sum(t, axis=0)': lambda t: np.sum(t, axis=0),
+    'np.sum(t, axis=(0, 1))': lambda t: np.sum(t, axis=(0, 1)), 'np.sum(t, axis=-1, keepdims=True)':
+        lambda t: np.sum(t, axis=-1, keepdims=True),
+    'np.max(t)': lambda t: np.max(t), 'np.max(t, axis=1)': lambda t: np.max(t, axis=1),
+    'np.amax(t, axis=0, keepdims=True)': lambda t: np.amax(t, axis=0, keepdims=True),
+    'np.min(t, axis=0)': lambda t: np.min(t, axis=0), 'np.prod(t)': lambda t: np.prod(t),
+    'np.prod(t, axis=1)': lambda t: np.prod(t, axis=1), 'np.std(t)': lambda t: np.std(t),
+    'np.std(t, axis=0, ddof=1)': lambda t: np.std(t, axis=0, ddof=1), 'np.var(t, axis=1)': lambda t: np.var(t, axis=1),
+    'np.all(t)': lambda t: np.all(t), 'np.any(t, axis=0)': lambda t: np.any(t, axis=0),
+    'np.argmax(t)': lambda t: np.argmax(t), 'np.argmax(t, axis=1)': lambda t: np.argmax(t, axis=1),
+    'np.argmin(t, axis=0)': lambda t: np.argmin(t, axis=0),
+    'np.cumsum(t)': lambda t: np.cumsum(t), 'np.cumsum(t, axis=1)': lambda t: np.cumsum(t, axis=1),
+    'np.cumsum(t, axis=0, dtype=np.float64)': lambda t: np.cumsum(t, axis=0, dtype=np.float64),
+    'np.cumprod(t, axis=1)': lambda t: np.cumprod(t, axis=1), 'np.clip(t, 0, 1)': lambda t: np.clip(t, 0, 1),
+    'np.round(t)': lambda t: np.round(t), 'np.transpose(t)': lambda t: np.transpose(t),
+    'np.reshape(t, (3, 2))': lambda t: np.reshape(t, (3, 2)), 'np.squeeze(t[None])': lambda t: np.squeeze(t[None]),
+    'np.swapaxes(t, 0, 1)': lambda t: np.swapaxes(t, 0, 1), 'np.take(t, [0, 2])': lambda t: np.take(t, [0, 2]),
+    'np.repeat(t, 2)': lambda t: np.repeat(t, 2), 'np.nonzero(t)': lambda t: np.nonzero(t),
+    'np.argsort(t)': lambda t: np.argsort(t), 'np.shape(t)': lambda t: np.shape(t), 'np.ndim(t)': lambda t: np.ndim(t),
+    'np.median(t)': lambda t: np.median(t), 'np.dot(t, t.T)': lambda t: np.dot(t, t.T),
+    'np.concatenate([t, t])': lambda t: np.concatenate([t, t]), 'np.where(t > 0, t, 0)': lambda t: np.where(t > 0, t, 0),
+    'np.allclose(t, t)': lambda t: np.allclose(t, t), 'np.unique(t)': lambda t: np.unique(t),
+    'np.count_nonzero(t)': lambda t: np.count_nonzero(t), 'np.trace(t)': lambda t: np.trace(t),
+    'np.linalg.norm(t)': lambda t: np.linalg.norm(t), 'np.asarray(t)': lambda t: np.asarray(t),
+}
+TORCH_REFUSES = {'np.mean', 'np.sum', 'np.max', 'np.amax', 'np.min', 'np.prod', 'np.std', 'np.var', 'np.all',
+                 'np.any'}   # torch's methods take no `out`, which numpy passes: ours answer as numpy would
+UFUNCS = ['np.exp(t)', 'np.maximum(t, 0)', 'np.ptp(t)']   # a tensor of ours takes no part in numpy's ufuncs
+
+
+def kind(x):
+    "What numpy gave: 'tensor' (of either library), or the type's name."
+    return 'tensor' if isinstance(x, (Tensor, torch.Tensor)) else type(x).__name__
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int64', 'bool'])
+@pytest.mark.parametrize('name', list(NUMPY_FUNCTIONS))
+def test_numpy_functions_give_for_our_tensors_what_they_give_for_torchs(name, dtype):
+    f = NUMPY_FUNCTIONS[name]
+    data = (np.array([[1.5, -2.0, 0.0], [3.0, 0.25, 2.0]]) * (1 if dtype == 'bool' else 1)).astype(dtype)
+    if dtype in ('int64', 'bool') and name.startswith(('np.mean', 'np.std', 'np.var')):
+        return   # torch's mean, std and var refuse integers; numpy would compute in float
+    t, tt = fs.tensor(data), torch.tensor(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')   # (numpy's DeprecationWarning for torch's __array_wrap__)
+        ours = f(t)
+        theirs = None if name.split('(')[0] in TORCH_REFUSES else f(tt)
+    if theirs is None:
+        with pytest.raises(TypeError): f(tt)
+        theirs = f(data)   # numpy's own answer for the values
+        assert isinstance(ours, Tensor)
+    else:
+        assert kind(ours) == kind(theirs)
+    for o, e in zip(*(r if isinstance(r, tuple) else (r,) for r in (ours, theirs))):
+        if isinstance(o, tuple): continue
+        assert np.shape(o) == np.shape(e) and np.array_equal(np.asarray(o), np.asarray(e))
+        if kind(o) == 'tensor' and kind(e) == 'tensor': assert o.dtype == getattr(fs, str(e.dtype).split('.')[-1])
+
+
+@pytest.mark.parametrize('name', UFUNCS)
+def test_numpys_ufuncs_refuse_our_tensors(name):
+    t = fs.tensor(A)
+    with pytest.raises(TypeError, match='does not support ufuncs'): eval(name)
+
+
+def test_numpy_wraps_its_results_as_torch_does_bools_as_uint8():
+    for L in (fs, torch):
+        x = L.tensor([True, False, True])
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            picked = np.take(x, [0, 2])
+        assert str(picked.dtype).endswith('uint8') and picked.tolist() == [1, 1]
+
+
+@pytest.mark.parametrize('shape', [(), (4,), (3, 4), (2, 0, 3), (2, 3, 4)])
+def test_nonzero_agrees_with_torch(shape):
+    data = np.random.default_rng(len(shape)).integers(-1, 2, shape)
+    check_both(lambda x: x.nonzero(), data, requires_grad=False)
+    check_both(lambda x: x.nonzero(as_tuple=True), data, requires_grad=False)
+    check_both(lambda x: lib(x).nonzero(x > 0), data, requires_grad=False)
+    check_both(lambda x: x.nonzero(), data.astype(float), requires_grad=False)
+    check_both(lambda x: x.nonzero(), np.array(0), requires_grad=False)

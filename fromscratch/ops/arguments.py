@@ -3,7 +3,8 @@
 # %% auto 0
 __all__ = ['OUT_GRAD', 'RESIZED', 'NO_GRADIENT', 'OUT_ONLY', 'OP_NAMES', 'DtypeRule', 'RULES', 'OUT_FORMS', 'WITH_FORMS',
            'FUNCTION_FORMS', 'METHODS', 'NODE_NAMES', 'refuse_grad', 'can_cast_to', 'same_dtype', 'check_dtype',
-           'rule_of_max', 'rule_of_matmul', 'rule_of_mean', 'write_out', 'outs_of', 'with_out', 'family_function']
+           'rule_of_max', 'rule_of_matmul', 'rule_of_mean', 'write_out', 'outs_of', 'with_out', 'family_function',
+           'array_wrap']
 
 # %% ../../nbs/07_ops.ipynb
 import builtins
@@ -14,11 +15,11 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..core import Tensor, grad_mode, category, scalar_type
+from ..core import Tensor, grad_mode, category, scalar_type, uint8
 from fromscratch.ops import (
     unary, compare, arithmetic, reduce, softmaxes, linalg, indexing, products,
 )
-from .shared import bind
+from .shared import bind, torch_spelling, NO_NUMPY_NAMES
 from .indexing import torch_dtype_name
 from .inplace import OVERLAP
 
@@ -193,8 +194,12 @@ def with_out(f, rule, name):
     """The function form of `f` (torch's `name`) with `out=`: the result written into
     `out`, which is returned. `rule`: how `out`'s dtype is checked, or a function of the
     arguments choosing it."""
+    names = list(inspect.signature(f).parameters)
+    takes_dim = 'dim' in names and name not in NO_NUMPY_NAMES
     @functools.wraps(f)
     def function_form(*args, out=None, **kwargs):
+        if kwargs and takes_dim:  # axis: dim
+            kwargs = torch_spelling(name, kwargs, names[:len(args)])
         if out is None: return f(*args, **kwargs)
         how, outs = rule(args, kwargs) if callable(rule) else rule, outs_of(name, out)
         refuse_grad(OP_NAMES.get((name, how), name), args, kwargs, outs)
@@ -248,5 +253,10 @@ FUNCTION_FORMS.update({alias: FUNCTION_FORMS[name] for alias, name in [
     ('concat', 'cat'), ('concatenate', 'cat'), ('divide', 'div'), ('clip', 'clamp')]})
 
 # %% ../../nbs/07_ops.ipynb
-METHODS, NODE_NAMES = {}, {}
+def array_wrap(self, array, context=None, return_scalar=False):
+    """What numpy makes of its result for a tensor: a tensor on it (bools as uint8, as
+    torch)."""
+    return Tensor(array.astype(uint8) if array.dtype == np.bool_ else array)
+
+METHODS, NODE_NAMES = {'__array_wrap__': array_wrap}, {}
 bind(METHODS, NODE_NAMES)

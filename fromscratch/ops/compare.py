@@ -2,8 +2,8 @@
 
 # %% auto 0
 __all__ = ['eq', 'ne', 'lt', 'le', 'gt', 'ge', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'isnan', 'isinf', 'isfinite',
-           'METHODS', 'NODE_NAMES', 'comparison', 'bitwise_not', 'logical_not', 'Where', 'where', 'float_test',
-           'allclose', 'equal']
+           'METHODS', 'NODE_NAMES', 'comparison', 'bitwise_not', 'logical_not', 'Where', 'where', 'nonzero',
+           'float_test', 'allclose', 'equal']
 
 # %% ../../nbs/07_ops.ipynb
 import builtins
@@ -102,6 +102,12 @@ def where(condition, input=None, other=None):
         )
     return Where.apply(condition, input, other)
 
+def nonzero(input, *, as_tuple=False):
+    """The indices of the non-zero elements, a row for each; with `as_tuple`, a tensor
+    for each dimension (what `where(condition)` gives)."""
+    if as_tuple: return tuple(Tensor(i) for i in np.nonzero(np.atleast_1d(input.array)))
+    return Tensor(np.argwhere(input.array))
+
 # %% ../../nbs/07_ops.ipynb
 def float_test(ufunc, integers):
     """An elementwise test of floats (`np.isnan`, ...): a bool tensor; integers and
@@ -151,6 +157,7 @@ def equal(input, other):
 # %% ../../nbs/07_ops.ipynb
 METHODS = {
     'where': lambda self, condition, other: Where.apply(condition, self, other),
+    'nonzero': nonzero,
     'eq': eq,
     '__eq__': eq,
     'ne': ne,
