@@ -14,8 +14,8 @@ from .core import (Tensor, tensor, zeros, ones, empty, full, rand, randn, randin
                    inference_mode, is_inference_mode_enabled, is_inference,
                    is_tensor, Size, TypedStorage, UntypedStorage, get_default_dtype, set_default_dtype, finfo, iinfo,
                    device, set_default_device, get_default_device, cuda, backends,
-                   float16, float32, float64, half, float, double, int8, int16, int32, int64, short, int, long,
-                   uint8, bool)
+                   dtype, float16, float32, float64, half, float, double, int8, int16, int32, int64, short, int,
+                   long, uint8, uint16, uint32, uint64, bool)
 from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, dot, mm, bmm, outer, maximum, minimum,
                   softmax, log_softmax, sum, mean, prod, cumsum, max, min, argmax, argmin, var, std, norm, all, any,
                   exp, log, sqrt, rsqrt, abs, relu, sigmoid, tanh, sin, cos, square, log1p, expm1, clamp, clamp_min,

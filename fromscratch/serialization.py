@@ -15,14 +15,16 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .core import Tensor
+from .core import DTYPES, Tensor
+from .core import dtype as DType
 from .nn import Parameter
 
 # %% ../nbs/09_serialization.ipynb
 def encode(obj, tensors, seen):
     """`obj` as JSON data: numbers and strings as they are, containers tagged with their
-    type, tensors by number."""
+    type, tensors by number, a dtype by name."""
     if obj is None or isinstance(obj, (bool, int, float, str)): return obj
+    if isinstance(obj, DType): return {'dtype': obj.name}
     if isinstance(obj, Tensor):
         if id(obj) not in seen: seen[id(obj)] = len(tensors); tensors.append(obj)
         return {'tensor': seen[id(obj)]}
@@ -34,8 +36,8 @@ def encode(obj, tensors, seen):
         ]
         return {'odict' if isinstance(obj, OrderedDict) else 'dict': items}
     raise TypeError(
-        "fs.save stores tensors, numbers, strings, None, and lists, tuples and dicts"
-        f" of them; got {type(obj).__module__}.{type(obj).__qualname__}"
+        "fs.save stores tensors, numbers, strings, None, dtypes, and lists, tuples and"
+        f" dicts of them; got {type(obj).__module__}.{type(obj).__qualname__}"
     )
 
 # %% ../nbs/09_serialization.ipynb
@@ -45,6 +47,7 @@ def decode(node, tensors):
     if not isinstance(node, dict): return node
     (kind, value), = node.items()
     if kind == 'tensor': return tensors[value]
+    if kind == 'dtype': return DTYPES[np.dtype(value)]  # the one of its name
     if kind in ('list', 'tuple'):
         return (list if kind == 'list' else tuple)(decode(v, tensors) for v in value)
     pairs = [(decode(k, tensors), decode(v, tensors)) for k, v in value]

@@ -438,7 +438,7 @@ CE_KWARGS = [{}, {'weight': CE_W}, {'label_smoothing': 0.2}, {'weight': CE_W, 'l
 def with_lib(x, kw):
     "`kw` with its `weight` as a tensor of `x`'s library and dtype."
     if 'weight' not in kw: return kw
-    w = kw['weight'].astype(np.dtype(str(x.dtype).replace('torch.', '')))
+    w = kw['weight'].astype(np.dtype(str(x.dtype).split('.')[-1]))
     return dict(kw, weight=lib_of(x).tensor(w))
 
 

@@ -398,7 +398,7 @@ def test_state_dict_has_torchs_layout_and_values(ours_cls, torch_cls, kwargs):
     for i, state in sd['state'].items():
         assert set(state) == set(tsd['state'][i])
         for k, v in state.items():
-            assert isinstance(v, fs.Tensor) and str(v.dtype) == str(tsd['state'][i][k].dtype).removeprefix('torch.'), k
+            assert isinstance(v, fs.Tensor) and str(v.dtype) == str(tsd['state'][i][k].dtype).replace('torch.', 'fromscratch.'), k
             check_close(v, tsd['state'][i][k], rtol=1e-12, name=k)
     assert len(sd['param_groups']) == len(tsd['param_groups']) == 2
     for g, tg in zip(sd['param_groups'], tsd['param_groups']):

@@ -554,7 +554,7 @@ def test_tensor_of_tensors_that_require_grad_takes_their_values():
     with pytest.warns(UserWarning):
         theirs = torch.tensor([torch.tensor(1.0, requires_grad=True), torch.tensor(2.0)])
     assert ours.tolist() == theirs.tolist() and not ours.requires_grad
-    assert str(ours.dtype) == str(theirs.dtype).replace('torch.', '')
+    assert str(ours.dtype) == str(theirs.dtype).replace('torch.', 'fromscratch.')
 
 
 @pytest.mark.parametrize('dtype', ['float16', 'float32', 'float64', None])

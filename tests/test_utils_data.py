@@ -29,7 +29,7 @@ def same(ours, theirs):
     "Our batch equals torch's: the same structure (list, dict, namedtuple...), and tensors of the same dtype, shape, values."
     if isinstance(theirs, (torch.Tensor, fs.Tensor)):              # torch's, or another batch of ours
         assert isinstance(ours, fs.Tensor), type(ours)
-        assert str(ours.dtype) == str(theirs.dtype).removeprefix('torch.') and ours.shape == tuple(theirs.shape)
+        assert str(ours.dtype) == str(theirs.dtype).replace('torch.', 'fromscratch.') and ours.shape == tuple(theirs.shape)
         np.testing.assert_array_equal(ours.detach().numpy(), theirs.detach().numpy())
     elif isinstance(theirs, dict):
         assert type(ours) is type(theirs) and list(ours) == list(theirs)

@@ -45,7 +45,7 @@ def _float_outputs(outputs):
     """The outputs whose Jacobian is checked: the floating-point tensors among what `fn`
     returned."""
     return tuple(
-        o for o in _as_tuple(outputs) if isinstance(o, Tensor) and o.dtype.kind == 'f'
+        o for o in _as_tuple(outputs) if isinstance(o, Tensor) and o.is_floating_point()
     )
 
 def _diff_inputs(inputs):

@@ -54,9 +54,9 @@ def default_dtype(data):
     if a.dtype.kind in 'OSU': raise not_numbers(data, a)
     kind = a.dtype.kind
     return (
-        bool
+        bool.dtype
         if kind == 'b'
-        else int64 if kind in 'iu' else defaults.dtype if kind == 'f' else a.dtype
+        else int64.dtype if kind in 'iu' else defaults.dtype if kind == 'f' else a.dtype
     )
 
 def holds_tensors(data):

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from .devices import CPU
-from .dtypes import bool, defaults, int64
+from .dtypes import bool, defaults, from_numpy_dtype, int64
 from .printing import element_format, with_suffixes
 
 # %% ../../nbs/06a_engine_surface.ipynb
@@ -29,7 +29,7 @@ class Storage:
     __slots__ = ('array',)
     shape = property(lambda self: Size(self.array.shape))
     ndim = property(lambda self: self.array.ndim)
-    dtype = property(lambda self: self.array.dtype)
+    dtype = property(lambda self: from_numpy_dtype(self.array.dtype))  # ours
     def size(self, dim=None):
         return Size(self.array.shape) if dim is None else self.array.shape[dim]
     def dim(self): return self.array.ndim
@@ -88,8 +88,8 @@ class Storage:
         )
         extra = (
             []
-            if a.dtype in (defaults.dtype, int64, bool)
-            else [f'dtype=fromscratch.{a.dtype}']
+            if a.dtype in (defaults.dtype, int64.dtype, bool.dtype)
+            else [f'dtype={from_numpy_dtype(a.dtype)}']
         )
         if a.size == 0 and a.shape != (0,):
             extra.insert(0, f'size={tuple(a.shape)}')

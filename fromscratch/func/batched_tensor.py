@@ -74,7 +74,7 @@ class BatchedTensor(Tensor):
         self.value, self.level, self.array = (
             value,
             level,
-            LogicalArray(value.shape[1:], value.dtype),
+            LogicalArray(value.shape[1:], value.array.dtype),
         )
         self._requires_grad, self._output_nr, self._grad, self._retains_grad = (
             False,

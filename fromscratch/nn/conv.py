@@ -269,7 +269,8 @@ def check_conv2d(input, weight, bias, groups):
         )
     if input.dtype != weight.dtype:
         raise RuntimeError(
-            f"Input type ({input.dtype}) and weight type ({weight.dtype}) should be the"
+            f"Input type ({input.array.dtype}) and weight type ({weight.array.dtype})"
+            " should be the"
             " same"
         )
     if groups <= 0: raise RuntimeError("non-positive groups is not supported")

@@ -16,6 +16,7 @@ from fromscratch.core import (
     check_device,
     scalar_type,
     SCALAR_TYPES,
+    dtype as DType,
     CPU,
     ToDtype,
 )
@@ -37,7 +38,7 @@ def to(
     for arg in args:
         if isinstance(arg, Tensor):
             dtype = arg.array.dtype
-        elif isinstance(arg, (np.dtype, type)):
+        elif isinstance(arg, (DType, np.dtype, type)):
             dtype = arg
         elif arg is not None:
             check_device(arg)  # 'cpu', device('cpu'); anything else is an error

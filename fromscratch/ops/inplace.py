@@ -15,7 +15,7 @@ from fromscratch.core import (
     Tensor,
     Function,
     grad_mode,
-    result_type,
+    promoted_dtype,
     category,
     broadcast_error,
     shape_of,
@@ -186,9 +186,9 @@ def write(self, ufunc, other, alpha=1):
         x.dtype.kind != 'f'
     ):  # the result must fit self's dtype: no floats into integers, no ints into bools
         rt = (
-            float32
-            if ufunc is np.true_divide and result_type(self, other).kind != 'f'
-            else result_type(self, other)
+            float32.dtype
+            if ufunc is np.true_divide and promoted_dtype(self, other).kind != 'f'
+            else promoted_dtype(self, other)
         )
         if category(rt) > category(x.dtype):
             raise RuntimeError(

@@ -64,8 +64,8 @@ def _check_linear(input, weight):
     "Raise PyTorch's error when `input` and `weight` cannot be multiplied."
     if input.dtype != weight.dtype:
         raise RuntimeError(
-            f"expected m1 and m2 to have the same dtype, but got: {input.dtype} !="
-            f" {weight.dtype}"
+            "expected m1 and m2 to have the same dtype, but got:"
+            f" {input.array.dtype} != {weight.array.dtype}"
         )
     if input.shape[-1:] != weight.shape[1:]:
         rows = int(np.prod(input.shape[:-1]))

@@ -284,7 +284,7 @@ def cross_entropy(
     w = _class_weight(weight, input)
     if (
         isinstance(target, Tensor)
-        and target.dtype.kind == 'f'
+        and target.array.dtype.kind == 'f'
         and target.shape == input.shape
     ):
         if ignore_index != -100:

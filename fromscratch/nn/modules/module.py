@@ -9,7 +9,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ...core import Tensor, clear_grads, float32, float64, grad_mode
+from fromscratch.core import (
+    Tensor, clear_grads, float32, float64, from_numpy_dtype, grad_mode
+)
+from ...core import dtype as DType
 from ...hooks import HookDict
 from .backward_hooks import BackwardHooks
 from ..parameter import Parameter
@@ -357,13 +360,13 @@ def _to_args(args, kwargs):
     for arg in args:
         if isinstance(arg, Tensor):
             dtype = arg.dtype
-        elif isinstance(arg, np.dtype) or (
+        elif isinstance(arg, (DType, np.dtype)) or (
             isinstance(arg, type) and issubclass(arg, np.generic)
         ):
             dtype = np.dtype(arg)
         elif not isinstance(arg, bool):
             device = arg  # a bool given by position is `non_blocking`
-    return device, dtype
+    return device, None if dtype is None else np.dtype(dtype)
 
 # %% ../../../nbs/09_nn.ipynb
 def _to(self, *args, **kwargs):
@@ -375,7 +378,7 @@ def _to(self, *args, **kwargs):
     if dtype.kind != 'f':
         raise TypeError(
             "nn.Module.to only accepts floating point or complex dtypes, but got"
-            f" desired dtype={dtype}"
+            f" desired dtype={from_numpy_dtype(dtype)}"
         )
     for t in [*self.parameters(), *self.buffers()]:
         if t.array.dtype.kind == 'f':
