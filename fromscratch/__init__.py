@@ -23,7 +23,8 @@ from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, dot, m
                   # each Tensor method's function form, as torch has them: torch.mul(a, b) is a.mul(b)
                   add, sub, mul, div, neg, eq, ne, lt, le, gt, ge, logical_not, reshape, flatten, squeeze,
                   unsqueeze, permute, transpose, t, clone,
-                  gather, scatter_add, index_select, masked_fill)
+                  gather, scatter_add, index_select, masked_fill, index_add, remainder, fmod, reciprocal,
+                  diag, diagonal, trace)
 divide, clip = div, clamp  # torch's other names for them
 from . import autograd, nn, optim, utils, data, func
 from .serialization import save, load
