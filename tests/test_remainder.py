@@ -175,3 +175,22 @@ def test_in_place_remainder_gradients():
     a, b = operands((3, 4), (4,), seed=7)
     check_both(lambda x, y: (x * 1).remainder_(y), a, b)
     check_both(lambda x, y: (x * 1).fmod_(y * 2), a, b)
+
+
+@pytest.mark.parametrize('expr', ['a % b', 'fmod(a, b)', 'a % 1.5', '7 % b', 'a // b'])
+def test_under_vmap_and_per_sample_gradients(expr):
+    a, b = operands((5, 3), (3,), seed=8)
+    f = {'a % b': lambda L, x, y: x % y, 'fmod(a, b)': lambda L, x, y: L.fmod(x, y),
+         'a % 1.5': lambda L, x, y: x % 1.5, '7 % b': lambda L, x, y: 7 % (x * 0 + y),
+         'a // b': lambda L, x, y: x // y}[expr]
+    def run(L):
+        x, y = L.tensor(a), L.tensor(b)
+        values = L.func.vmap(lambda r: f(L, r, y))(x).numpy()
+        if expr in ('7 % b', 'a // b'): return values, None
+        grads = L.func.vmap(L.func.grad(lambda r, s: (f(L, r, s) * r).sum(), argnums=(0, 1)),
+                            in_dims=(0, None))(x, y)
+        return values, [g.numpy() for g in grads]
+    ours, theirs = run(fs), run(torch)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-12)
+    if theirs[1] is not None:
+        for g, tg in zip(ours[1], theirs[1]): np.testing.assert_allclose(g, tg, rtol=1e-12, atol=1e-12)

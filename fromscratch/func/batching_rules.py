@@ -308,6 +308,8 @@ ELEMENTWISE = [
     Neg,
     Sign,
     FloorDivide,
+    ops.Remainder,  # and Fmod
+    ops.NoDerivative,  # a number % a tensor
     ToDtype,
     CopyGrad,
     PrimalView,
