@@ -24,7 +24,8 @@ from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, dot, m
                   # each Tensor method's function form, as torch has them: torch.mul(a, b) is a.mul(b)
                   add, sub, mul, div, neg, eq, ne, lt, le, gt, ge, logical_not, reshape, flatten, squeeze,
                   unsqueeze, permute, transpose, t, clone, nonzero,
-                  gather, scatter, scatter_add, index_select, masked_fill)
+                  gather, scatter, scatter_add, index_select, masked_fill, index_add, remainder, fmod,
+                  reciprocal, diag, diagonal, trace)
 from .ops import sort, argsort, topk, movedim, moveaxis, log2, log10, tril, triu, multinomial
 from .ops import split, chunk, unbind, tensor_split, repeat_interleave
 # the function forms take torch's `out=` (fs.add(a, b, out=c)); divide, clip, concat, ...: its other names

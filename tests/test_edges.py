@@ -391,6 +391,22 @@ def _grad_of_grad(x):
     return leaf.grad * x
 
 
+def _numpy_square(x):
+    "x ** 2 through a Function whose backward computes in numpy under `once_differentiable`: its `Error` node."
+    L = _lib(x)
+    class NumpySquare(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return L.tensor(a.detach().numpy() ** 2)
+        @staticmethod
+        @L.autograd.function.once_differentiable
+        def backward(ctx, grad_output):
+            a, = ctx.saved_tensors
+            return L.tensor(2 * a.numpy() * grad_output.numpy())
+    return NumpySquare.apply(x)
+
+
 def _hooked_linear(x, w):
     "`x @ w.T` through a module whose backward hooks scale the gradients: the hooks' identity Functions in the graph."
     lib = fs if isinstance(x, Tensor) else torch
@@ -443,6 +459,15 @@ EVERY_FUNCTION = {   # the Function class it exercises: (expression, input shape
     'Split': (lambda x: x.split(2, 1)[1] ** 3 * x.split([1, 2])[1].sum(), [(3, 4)]),
     'Unbind': (lambda x: x.unbind(1)[2] ** 3 * x.unbind()[0].sum(), [(3, 4)]),
     'FloorDivide': (lambda x: (x.detach() // 0.3) * x * x, [(3, 4)]),   # no derivative (a backward through it raises)
+    'NoDerivative': (lambda x: (5.0 % x.detach()) * x * x, [(3, 4)], 'pos'),
+    'Remainder': (lambda a, b: (a * a) % b * b + _lib(a).fmod(a * b, 0.7) * a, [(3, 4), (4,)], 'pos'),
+    'Reciprocal': (lambda x: x.reciprocal() * x.exp(), [(3, 4)], 'pos'),
+    'IndexAddDim': (lambda x, s: (x * x).index_add(1, _made_like(x, [2, 0, 2]), s * x[:, :3], alpha=2.0) ** 2,
+                    [(3, 4), (3, 3)]),
+    'Diagonal': (lambda x: (x * x).diagonal(1) * x[0, :3] + _lib(x).diag(x * x, -1).sum(), [(3, 4)]),
+    'DiagEmbed': (lambda v: _lib(v).diag(v * v, 1) * v.sum(), [(3,)]),
+    'Trace': (lambda x: (x * x).trace() * x, [(3, 3)]),
+    'DelayedError': (lambda x: _numpy_square(x) * x, [(3, 4)]),
     'LinearFunction': FUSED_SECOND['linear'], 'NLLLossFunction': (lambda x, t: F.nll_loss(x, t) if isinstance(x, Tensor)
                                                                   else TF.nll_loss(x, t), [(4, 3), 'target']),
     'CrossEntropyFunction': (lambda x, t: torch_or_ours(F.cross_entropy, TF.cross_entropy)(x * x, t), [(4, 3), 'target']),

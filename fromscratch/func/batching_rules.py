@@ -316,6 +316,8 @@ ELEMENTWISE = [
     Neg,
     Sign,
     FloorDivide,
+    ops.Remainder,  # and Fmod
+    ops.NoDerivative,  # a number % a tensor
     ToDtype,
     CopyGrad,
     PrimalView,

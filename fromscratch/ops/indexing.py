@@ -6,7 +6,8 @@ __all__ = ['concat', 'concatenate', 'COMBINE', 'REDUCE_DEPRECATED', 'METHODS', '
            'Cat', 'Stack', 'cat', 'stack', 'index_check', 'along', 'check_gather', 'check_bounds', 'GatherDim',
            'ScatterAddDim', 'IndexSelect', 'MaskedFill', 'torch_dtype_name', 'gather', 'scatter_add', 'index_select',
            'MaskedFillByTensor', 'masked_fill', 'array_of', 'at_least_1d', 'check_scatter', 'scatter_positions',
-           'scattered_grad', 'along_dim_rule', 'ScatterDim', 'ScatterValue', 'ScatterReduce', 'scatter']
+           'scattered_grad', 'along_dim_rule', 'ScatterDim', 'ScatterValue', 'ScatterReduce', 'scatter',
+           'check_index_add', 'check_index_add_sizes', 'dim_error_0d', 'IndexAddDim', 'index_add']
 
 # %% ../../nbs/07_ops.ipynb
 import builtins
@@ -14,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from ..core import Tensor, Function, view_of, linear_jvp
+from ..core import Tensor, Function, view_of, linear_jvp, scalar_type
 from .shared import backward0, bind
 from .reduce import dim_error, dim_index
 from .dtypes import promoted
@@ -454,11 +455,92 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
     return ScatterDim.apply(input, dim, index, src)
 
 # %% ../../nbs/07_ops.ipynb
+def check_index_add(a, dim, index, src):
+    "PyTorch's errors for `a.index_add(dim, index, src)`, in its order; `dim` wrapped."
+    d = dim_index(dim, a.ndim) or 0
+    if index.ndim > 1:
+        raise IndexError(
+            "index_add_(): Index is supposed to be a vector, but got dim:"
+            f" {index.ndim} with type: {scalar_type(index.dtype)} and size:"
+            f" {list(index.shape)}")
+    if index.dtype.kind not in 'iu':
+        raise RuntimeError("index_add_(): Expected dtype int32/int64 for index but got:"
+                           f" {scalar_type(index.dtype)}")
+    if a.dtype != src.dtype:
+        raise RuntimeError(
+            f"index_add_(): self ({scalar_type(a.dtype)}) and source"
+            f" ({scalar_type(src.dtype)}) must have the same scalar type")
+    if d and d >= src.ndim:
+        raise RuntimeError(f"index_add_(): Indexing dim {d} is out of bounds of the"
+                           f" source tensor with dim {src.ndim}")
+    return d
+
+# %% ../../nbs/07_ops.ipynb
+def check_index_add_sizes(a, d, index, src):
+    "The rest of PyTorch's checks: one slice of `src` per index, the other sizes equal."
+    if index.size != (src.shape[d] if src.ndim else 1):
+        if not src.ndim: raise dim_error_0d(d)
+        raise RuntimeError(
+            f"index_add_(): Number of indices ({index.size}) should be equal to"
+            f" source.size(dim): ({src.shape[d]}), for dim: {d}")
+    drop = (lambda s: s[:d] + s[d + 1:]) if a.ndim and src.ndim else (lambda s: s)
+    if drop(a.shape) != drop(src.shape):
+        raise RuntimeError(
+            "source tensor shape must match self tensor shape, excluding the specified"
+            f" dimension. Got self.shape = {list(a.shape)} source.shape ="
+            f" {list(src.shape)}")
+    n = a.shape[d] if a.ndim else 1
+    if index.size and not (0 <= index.min() and index.max() < n):  # no wrapping
+        bad = index.max() if index.max() >= n else index.min()
+        raise RuntimeError(
+            f"index {bad} is out of bounds for dimension {d} with size {n}")
+
+def dim_error_0d(d):
+    return IndexError(f"Dimension specified as {d} but tensor has no dimensions")
+
+# %% ../../nbs/07_ops.ipynb
+class IndexAddDim(Function):
+    """input.index_add(dim, index, source, alpha=alpha): a copy of input with alpha *
+    source's slices added at the slices index names along dim."""
+    @staticmethod
+    def forward(ctx, a, dim, index, src, alpha):
+        d = check_index_add(a.array, dim, index, src.array)
+        check_index_add_sizes(a.array, d, index, src.array)
+        ctx.idx = (slice(None),) * d + (index.reshape(-1),) if a.array.ndim else ()
+        ctx.alpha, ctx.src_shape = alpha, src.array.shape
+        out, v = a.array.copy(), src.array
+        if alpha != 1:  # (an integer alpha for integers)
+            alpha = int(alpha) if out.dtype.kind in 'biu' else alpha
+            v = (v * alpha).astype(out.dtype)
+        np.add.at(out, ctx.idx, v.reshape(out[ctx.idx].shape))
+        return Tensor(out)
+    @staticmethod
+    def backward(ctx, grad_output):
+        g_src = None
+        if ctx.needs_input_grad[3]:
+            g_src = Index.apply(grad_output, ctx.idx).reshape(ctx.src_shape)
+            if ctx.alpha != 1: g_src = g_src * ctx.alpha
+        return grad_output, None, None, g_src, None
+    @staticmethod
+    def jvp(ctx, ta, _, __, ts, ___):
+        a, dim, index, src, alpha = ctx.args
+        ta = ta if ta is not None else Tensor(np.zeros_like(a.array))
+        ts = ts if ts is not None else Tensor(np.zeros_like(src.array))
+        return IndexAddDim.apply(ta, dim, index, ts, alpha)
+
+def index_add(input, dim, index, source, *, alpha=1):
+    "`input.index_add(dim, index, source, alpha=alpha)`."
+    index = index.array if isinstance(index, Tensor) else np.asarray(index)
+    return IndexAddDim.apply(input, dim, index, source, alpha)
+
+# %% ../../nbs/07_ops.ipynb
 METHODS = {'__getitem__': getitem, '__iter__': iterate, 'gather': gather,
            'scatter_add': scatter_add, 'index_select': index_select,
-           'masked_fill': masked_fill, 'scatter': scatter}
+           'masked_fill': masked_fill, 'scatter': scatter,
+           'index_add': index_add}
 NODE_NAMES = backward0(Index, IndexAdd, Cat, Stack, IndexSelect, MaskedFill)
 NODE_NAMES.update({GatherDim: 'GatherBackward0', ScatterAddDim: 'ScatterAddBackward0',
+                   IndexAddDim: 'IndexAddBackward0',
                    MaskedFillByTensor: 'MaskedFillBackward1',
                    ScatterDim: 'ScatterBackward0', ScatterValue: 'ScatterBackward1',
                    ScatterReduce: 'NotImplemented'})

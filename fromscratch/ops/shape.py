@@ -4,7 +4,8 @@
 __all__ = ['swapaxes', 'swapdims', 'moveaxis', 'METHODS', 'NODE_NAMES', 'infer_shape', 'Reshape', 'reshape', 'view', 'flatten',
            'unsqueeze', 'squeeze', 'Permute', 'permute', 'transpose', 't', 'reversed_dims', 'matrix_transpose',
            'expand', 'expanded_shape', 'sum_to_size', 'Clone', 'clone', 'contiguous', 'Repeat', 'repeat', 'moved_order',
-           'movedim']
+           'movedim', 'diagonal_array', 'Diagonal', 'DiagEmbed', 'DiagonalBackward', 'DiagonalCopy', 'diagonal', 'diag',
+           'Trace', 'trace']
 
 # %% ../../nbs/07_ops.ipynb
 import builtins
@@ -25,7 +26,7 @@ from fromscratch.core import (
     linear_jvp,
 )
 from .shared import backward0, bind
-from .reduce import dim_error, dim_index, dim_indices
+from .reduce import dim_error, dim_index, dim_indices, sum_dtype
 
 # %% ../../nbs/07_ops.ipynb
 def infer_shape(shape, numel):
@@ -283,6 +284,91 @@ def movedim(input, source, destination):
 moveaxis = movedim
 
 # %% ../../nbs/07_ops.ipynb
+def diagonal_array(x, offset, d1, d2):
+    """The diagonal of array `x` over dimensions `d1`, `d2` at `offset`, as its last
+    dimension: a writable view, through strides."""
+    y = np.moveaxis(x, (d1, d2), (-2, -1))
+    start = y[..., builtins.max(-offset, 0):, builtins.max(offset, 0):]
+    *lead, rows, cols = start.shape
+    *strides, s1, s2 = start.strides
+    n = builtins.min(rows, cols)
+    return np.lib.stride_tricks.as_strided(start, (*lead, n), (*strides, s1 + s2))
+
+# %% ../../nbs/07_ops.ipynb
+class Diagonal(Function):
+    """The diagonal at `offset` over dimensions `d1`, `d2`, as the last dimension (a
+    view)."""
+    copies = False  # `diag` of a matrix copies it
+    @staticmethod
+    def forward(ctx, a, offset, d1, d2):
+        ctx.shape, ctx.where = a.array.shape, (offset, d1, d2)
+        out = diagonal_array(a.array, offset, d1, d2)
+        if ctx.function.copies: return Tensor(out.copy())
+        return make_view(Tensor(out), a, lambda t: Diagonal.apply(t, offset, d1, d2))
+    @staticmethod
+    def backward(ctx, grad_output):
+        g = DiagonalBackward.apply(grad_output, ctx.shape, *ctx.where)
+        return g, None, None, None
+    jvp = staticmethod(linear_jvp)
+
+class DiagEmbed(Function):
+    "Zeros of `shape` with `g` on the diagonal (`offset`, `d1`, `d2`)."
+    @staticmethod
+    def forward(ctx, g, shape, offset, d1, d2):
+        ctx.where = (offset, d1, d2)
+        out = np.zeros(shape, g.array.dtype)
+        diagonal_array(out, offset, d1, d2)[...] = g.array
+        return Tensor(out)
+    @staticmethod
+    def backward(ctx, grad_output):
+        return Diagonal.apply(grad_output, *ctx.where), None, None, None, None
+    jvp = staticmethod(linear_jvp)
+
+class DiagonalBackward(DiagEmbed): "`DiagEmbed` as the backward of `diagonal`."
+class DiagonalCopy(Diagonal): "`diag` of a matrix: its diagonal, copied."; copies = True
+
+# %% ../../nbs/07_ops.ipynb
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """The diagonal over `dim1` and `dim2` (`offset` above the main one), as the last
+    dimension: a view."""
+    n = input.array.ndim
+    d1, d2 = dim_index(dim1, n), dim_index(dim2, n)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return Diagonal.apply(input, offset, d1, d2)
+
+def diag(input, diagonal=0):
+    """A vector as the `diagonal`-th diagonal of a square matrix, or a matrix's
+    `diagonal`-th diagonal (a copy)."""
+    n = input.array.ndim
+    if n == 1:
+        k = input.array.shape[0] + builtins.abs(diagonal)
+        return DiagEmbed.apply(input, (k, k), diagonal, 0, 1)
+    if n != 2: raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {n}D")
+    return DiagonalCopy.apply(input, diagonal, 0, 1)
+
+# %% ../../nbs/07_ops.ipynb
+class Trace(Function):
+    "The sum of a matrix's main diagonal; its gradient is the identity, scaled."
+    @staticmethod
+    def forward(ctx, a):
+        x = a.array
+        if x.ndim != 2:
+            raise RuntimeError(
+                f"trace: expected a matrix, but got tensor with dim {x.ndim}")
+        if x.dtype.kind == 'b':
+            raise NotImplementedError("\"trace\" not implemented for 'Bool'")
+        ctx.shape = x.shape
+        return Tensor(np.asarray(np.trace(x, dtype=sum_dtype(x))))
+    @staticmethod
+    def backward(ctx, grad_output):
+        n = builtins.min(ctx.shape)
+        return DiagEmbed.apply(Expand.apply(grad_output, (n,)), ctx.shape, 0, 0, 1)
+    jvp = staticmethod(linear_jvp)
+
+def trace(input): "The sum of the main diagonal of a matrix."; return Trace.apply(input)
+
+# %% ../../nbs/07_ops.ipynb
 METHODS = {
     'reshape': reshape,
     'view': view,
@@ -307,9 +393,14 @@ METHODS = {
     'repeat': repeat,
     'movedim': movedim,
     'moveaxis': moveaxis,
+    'diagonal': diagonal,
+    'diag': diag,
+    'trace': trace,
 }
 NODE_NAMES = {
-    **backward0(Expand, Permute, Clone, Repeat),
+    **backward0(Expand, Permute, Clone, Repeat, Diagonal, DiagEmbed, Trace),
+    DiagonalBackward: 'DiagonalBackwardBackward0',
+    DiagonalCopy: 'DiagonalBackward0_copy',
     Reshape: 'ViewBackward0',
     SumToSize: 'SumBackward1',
 }
