@@ -253,7 +253,7 @@ def kl_div(
                 stacklevel=2,
             )
         used = 'sum' if reduction == 'batchmean' else reduction
-    if input.dtype.kind not in 'fc' or target.dtype.kind not in 'fc':
+    if input.array.dtype.kind not in 'fc' or target.array.dtype.kind not in 'fc':
         raise RuntimeError("kl_div: Integral inputs not supported.")
     loss = apply_reduction(KLDivFunction.apply(input, target, log_target), used)
     return loss / input.shape[0] if reduction == 'batchmean' and input.ndim else loss
