@@ -11,7 +11,8 @@ __version__ = "0.1.0"
 from .core import (Tensor, tensor, zeros, ones, empty, full, rand, randn, randint, arange, linspace, eye, normal,
                    zeros_like, ones_like, empty_like, full_like, rand_like, randn_like, as_tensor, from_numpy,
                    manual_seed, Generator, default_generator, no_grad, enable_grad, set_grad_enabled, is_grad_enabled, result_type,
-                   is_tensor, Size, get_default_dtype, set_default_dtype, finfo, iinfo,
+                   inference_mode, is_inference_mode_enabled, is_inference,
+                   is_tensor, Size, TypedStorage, UntypedStorage, get_default_dtype, set_default_dtype, finfo, iinfo,
                    device, set_default_device, get_default_device, cuda, backends,
                    float16, float32, float64, half, float, double, int8, int16, int32, int64, short, int, long,
                    uint8, bool)
@@ -23,7 +24,9 @@ from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, dot, m
                   # each Tensor method's function form, as torch has them: torch.mul(a, b) is a.mul(b)
                   add, sub, mul, div, neg, eq, ne, lt, le, gt, ge, logical_not, reshape, flatten, squeeze,
                   unsqueeze, permute, transpose, t, clone,
-                  gather, scatter_add, index_select, masked_fill)
+                  gather, scatter, scatter_add, index_select, masked_fill)
+from .ops import sort, argsort, topk, movedim, moveaxis, log2, log10, tril, triu
 divide, clip = div, clamp  # torch's other names for them
 from . import autograd, nn, optim, utils, data, func
+from .func import vmap  # torch.vmap is torch.func.vmap
 from .serialization import save, load

@@ -746,6 +746,81 @@ def test_hook_changing_the_size_raises():
         (x * 2).sum().backward()
 
 
+def _post_accumulate_program(lib, case):
+    """What post-accumulate hooks see (and what .grad ends up) in one small program per case."""
+    x = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+    w = lib.tensor([3.0, -1.0], dtype=lib.float64, requires_grad=True)
+    seen = []
+    def watch(name):
+        return lambda t: seen.append((name, t is {'x': x, 'w': w}[name], t.grad.tolist(),
+                                      t.grad.requires_grad, lib.is_grad_enabled()))
+    if case == 'two backwards, then removed':
+        handle = x.register_post_accumulate_grad_hook(watch('x'))
+        (x * w).sum().backward(); (x * x).sum().backward()
+        handle.remove(); handle.remove()
+        (x * 3).sum().backward()
+    elif case == 'order with tensor hooks':
+        x.register_post_accumulate_grad_hook(watch('x'))
+        x.register_hook(lambda g: seen.append(('pre', g.tolist())) or g * 2)
+        x.register_post_accumulate_grad_hook(lambda t: seen.append(('second', t.grad.tolist())))
+        (x * w).sum().backward()
+    elif case == 'autograd.grad and inputs= skip it':
+        x.register_post_accumulate_grad_hook(watch('x'))
+        w.register_post_accumulate_grad_hook(watch('w'))
+        lib.autograd.grad((x * w).sum(), [x, w])
+        (x * w).sum().backward(inputs=[w])
+    elif case == 'create_graph':
+        x.register_post_accumulate_grad_hook(watch('x'))
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            (x ** 3 * w).sum().backward(create_graph=True)
+    elif case == 'a leaf used twice':
+        x.register_post_accumulate_grad_hook(watch('x'))
+        ((x * w).sum() + (x * x).sum()).backward()
+    elif case == 'a step inside the backward':
+        def step(t):
+            with lib.no_grad(): t -= 0.5 * t.grad
+            t.grad = None
+        for p in (x, w): p.register_post_accumulate_grad_hook(step)
+        ((x * w).exp().sum()).backward()
+        seen.append((x.tolist(), w.tolist(), x.grad, w.grad))
+    elif case == 'with a leaf hook that replaces the gradient':
+        x.register_hook(lambda g: g * 10)
+        x.register_post_accumulate_grad_hook(watch('x'))
+        (x * w).sum().backward()
+    return seen, None if x.grad is None else x.grad.tolist()
+
+
+@pytest.mark.parametrize('case', ['two backwards, then removed', 'order with tensor hooks',
+                                  'autograd.grad and inputs= skip it', 'create_graph', 'a leaf used twice',
+                                  'a step inside the backward', 'with a leaf hook that replaces the gradient'])
+def test_post_accumulate_grad_hook_like_torch(case):
+    assert _post_accumulate_program(fs, case) == _post_accumulate_program(torch, case)
+
+
+def test_post_accumulate_grad_hook_errors_like_torch():
+    def errors(lib):
+        out = []
+        for f in (lambda: lib.ones(2).register_post_accumulate_grad_hook(lambda t: None),
+                  lambda: (lib.ones(2, requires_grad=True) * 2).register_post_accumulate_grad_hook(lambda t: None)):
+            with pytest.raises(RuntimeError) as e: f()
+            out.append(str(e.value))
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        handle = x.register_post_accumulate_grad_hook(lambda t: t.grad * 2)
+        with pytest.raises(RuntimeError) as e: (x * 3).sum().backward()
+        out.append((str(e.value), x.grad.tolist(), type(handle).__name__))      # accumulated before the check
+        return out
+    assert errors(fs) == errors(torch)
+
+
+def test_post_accumulate_hooks_do_not_keep_a_handle_alive():
+    x = fs.tensor([1.0], requires_grad=True)
+    handle = x.register_post_accumulate_grad_hook(lambda t: None)
+    assert handle.hooks() is x._hooks.post and len(x._hooks) == 0
+    del x
+    handle.remove()                                   # the hooks went with the tensor: nothing to remove
+
+
 def test_hooks_run_in_grad_mode_of_create_graph():
     # with create_graph=False a hook's own operations are not recorded (torch: same)
     for lib in (fs, torch):

@@ -437,6 +437,9 @@ EVERY_FUNCTION = {   # the Function class it exercises: (expression, input shape
     'Log1p': (lambda x: x.log1p(), [(3, 4)], 'pos'), 'Expm1': (lambda x: x.expm1() * x, [(3, 4)]),
     'Rsqrt': (lambda x: x.rsqrt(), [(3, 4)], 'pos'), 'Prod': (lambda x: x.prod(1) * x.prod() , [(3, 4)], 'grid'),
     'Cumsum': (lambda x: x.cumsum(1) ** 2, [(3, 4)]), 'Repeat': (lambda x: x.repeat(2, 1, 3) ** 2, [(3, 4)]),
+    'Sort': (lambda x: x.sort(1).values ** 3 + x.topk(2, 0, largest=False).values.sum() * x, [(3, 4)]),
+    'Log2': (lambda x: x.log2() * x, [(3, 4)], 'pos'), 'Log10': (lambda x: x.log10(), [(3, 4)], 'pos'),
+    'Tril': (lambda x: x.tril(1) ** 3, [(3, 4)]), 'Triu': (lambda x: x.triu(-1) * x, [(2, 3, 4)]),
     'FloorDivide': (lambda x: (x.detach() // 0.3) * x * x, [(3, 4)]),   # no derivative (a backward through it raises)
     'LinearFunction': FUSED_SECOND['linear'], 'NLLLossFunction': (lambda x, t: F.nll_loss(x, t) if isinstance(x, Tensor)
                                                                   else TF.nll_loss(x, t), [(4, 3), 'target']),
@@ -454,6 +457,8 @@ EVERY_FUNCTION = {   # the Function class it exercises: (expression, input shape
     'Col2im': (lambda c: torch_or_ours(F.fold, TF.fold)(c * c, (3, 3), 2) ** 2, [(1, 8, 4)]),
     'Gather': (lambda x: torch_or_ours(F.max_pool2d, TF.max_pool2d)(x, 2) ** 3, [(1, 2, 4, 4)]),
     'ScatterAdd': (lambda x: torch_or_ours(F.max_pool2d, TF.max_pool2d)(x * x, 3, 1, 1) ** 2, [(1, 1, 4, 4)]),  # windows overlap
+    'MaxPool2dFunction': (lambda x: torch_or_ours(F.max_pool2d, TF.max_pool2d)(x * x, 3, 2, 1, ceil_mode=True) ** 3,
+                          [(1, 2, 5, 6)]),
     'BatchNormFunction': (lambda x, w, b: torch_or_ours(F.batch_norm, TF.batch_norm)(x, None, None, w, b, True) ** 3,
                           [(4, 3, 2), (3,), (3,)]),
     'PrimalView': (lambda x: torch_or_ours(fs.autograd.forward_ad.PrimalView.apply, lambda t: t.view_as(t))(x) ** 3, [(3, 4)]),
@@ -462,6 +467,10 @@ EVERY_FUNCTION = {   # the Function class it exercises: (expression, input shape
                       [(3, 4), (3, 2)]),
     'IndexSelect': (lambda x: x.index_select(1, _made_like(x, [3, 3, 0])) ** 3, [(3, 4)]),
     'MaskedFill': (lambda x: x.masked_fill(_made_like(x, [True, False, False, True]), 0.5) ** 3, [(3, 4)]),
+    'ScatterDim': (lambda x, s: x.scatter(1, _made_like(x, [[0, 2], [3, 1], [2, 0]]), s * s) ** 2, [(3, 4), (3, 2)]),
+    'ScatterValue': (lambda x: x.scatter(0, _made_like(x, [[0, 2, 1, 1]]), 0.5) ** 3, [(3, 4)]),
+    'ScatterReduce': (lambda x: x.detach().scatter(1, _made_like(x, [[0], [1], [1]]), 2.0, reduce='add') * x * x,
+                      [(3, 4)]),   # no derivative (a backward through it raises, as torch's)
     'GELUExtension': (lambda x: torch_or_ours(cpp_extension.gelu_cpp, TF.gelu)(x) * x, [(3, 4)]),
     'GELUExtensionBackward': (lambda x: torch_or_ours(cpp_extension.gelu_cpp, TF.gelu)(x * x + x), [(3, 4)]),
 }

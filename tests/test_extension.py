@@ -264,8 +264,8 @@ def test_parse_declaration():
     with pytest.raises(RuntimeError, match='no extern "C" function named ot'): ce.parse_declaration(src, 'ot')
     with pytest.raises(RuntimeError, match="cannot pass the C type 'std::vector<double>'"):
         ce.parse_declaration('extern "C" double total(std::vector<double> v);', 'total')
-    with pytest.raises(RuntimeError, match="cannot pass the C type 'long double'"):
-        ce.parse_declaration('extern "C" long double f(double x);', 'f')
+    with pytest.raises(RuntimeError, match="cannot pass the C type '__int128'"):
+        ce.parse_declaration('extern "C" __int128 f(double x);', 'f')
 
 
 def test_scalars_and_return_values(tmp_path):

@@ -18,7 +18,9 @@ import pytest
 PROGRAMS = Path(__file__).parent / 'programs'
 IMPORT, OURS = 'import torch\n', 'import fromscratch as torch\n'
 # float32 programs agree to about 1e-6 per operation; after hundreds of steps, 1e-4 relative
-FLOAT64 = {'poly_autograd', 'custom_function', 'optim_loop', 'maml_step', 'foundations_by_hand', 'jacobians_of_parameters'}
+FLOAT64 = {'poly_autograd', 'custom_function', 'optim_loop', 'maml_step', 'foundations_by_hand', 'jacobians_of_parameters',
+           'func_jacobians_hessians', 'neural_tangent_kernels', 'forward_mode_ad', 'double_backward_function',
+           'gradient_hooks', 'extending_autograd', 'backprop_ninja', 'backprop_ninja_fast', 'micrograd_checks'}
 RUN = """import json, sys
 source = sys.stdin.read()
 namespace = {'__name__': '__main__', '__file__': sys.argv[1]}

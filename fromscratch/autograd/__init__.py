@@ -40,6 +40,10 @@ class FunctionCtx(Context):
         """With False, `backward` gets None (instead of zeros) for an output that
         received no gradient."""
         self.materialize_grads = bool(value)
+    def save_for_backward(self, *tensors):
+        """Keep `tensors`; their versions are noted once the node is recorded
+        (`record`), and never when nothing is."""
+        self.to_save, self.saved_versions = tensors, (None,) * len(tensors)
 
 # %% ../../nbs/08_autograd.ipynb
 class Function(core.Function):
@@ -96,9 +100,8 @@ class Function(core.Function):
                 if dirty
                 else connect(ctx, args, outputs)
             )
-            ctx.save_for_backward(
-                *ctx.to_save
-            )  # as PyTorch does, saved versions are the ones at the end of `apply`
+            # as PyTorch does, saved versions are the ones at the end of `apply`
+            Context.save_for_backward(ctx, *ctx.to_save)
         return ctx, outputs
 
 

@@ -4,22 +4,25 @@
 __all__ = ['float32', 'float64', 'float16', 'int64', 'int32', 'int16', 'int8', 'uint8', 'bool', 'long', 'double', 'half', 'short',
            'float', 'int', 'Defaults', 'defaults', 'get_default_dtype', 'set_default_dtype', 'SCALAR_TYPES',
            'scalar_type', 'finfo', 'iinfo', 'printed_values', 'element_format', 'with_suffixes', 'one_value', 'Storage',
-           'Size', 'GradMode', 'grad_mode', 'is_grad_enabled', 'no_grad', 'enable_grad', 'set_grad_enabled',
-           'DEVICE_TYPES', 'device', 'CPU', 'check_device', 'set_default_device', 'get_default_device', 'no_gpu',
-           'gpu_count', 'seed_gpus', 'cuda', 'backends', 'check_requires_grad', 'check_grad', 'VersionCounter',
-           'Tensor', 'tensor_data', 'version_of', 'check_saved', 'NODE_NAMES', 'Context', 'AccumulateGrad', 'Function',
-           'Unrecorded', 'UNRECORDED', 'ForwardMode', 'forward_mode', 'linear_jvp', 'unrecorded', 'edge',
-           'stale_views_need_grad', 'connect', 'is_tensor', 'View', 'Composed', 'make_view', 'view_of', 'rebase',
-           'shape_of', 'operands', 'broadcast_op', 'broadcast_error', 'category', 'dtype_of', 'result_type', 'Add',
-           'sum_to', 'expand_to', 'expandable', 'broadcast_axes', 'sum_array_to', 'SumToSize', 'Expand', 'ToDtype',
-           'cast', 'dependencies', 'add_grads', 'Slots', 'add_into', 'CopyGrad', 'held_arrays', 'new_buffer',
-           'first_grad', 'accumulate', 'call_backward', 'validate', 'Run', 'propagate', 'at_node', 'at_leaf', 'seed',
-           'check_roots', 'run_backward', 'as_tensors', 'backward', 'clear_grads', 'keep', 'wanted_nodes',
-           'as_tensor_grad', 'like', 'grad', 'unused', 'run_hooks', 'node_hooks', 'default_dtype', 'holds_tensors',
-           'tensor', 'values_of', 'not_numbers', 'size_arg', 'shape_arg', 'factory_shape', 'zeros', 'ones', 'empty',
-           'full', 'arange', 'linspace', 'like_factory', 'zeros_like', 'ones_like', 'empty_like', 'full_like', 'eye',
-           'from_numpy', 'as_tensor', 'Generator', 'default_generator', 'manual_seed', 'random_array', 'rand', 'randn',
-           'randint', 'rand_like', 'randn_like', 'normal']
+           'Size', 'TypedStorage', 'UntypedStorage', 'GradMode', 'grad_mode', 'is_grad_enabled', 'no_grad',
+           'enable_grad', 'set_grad_enabled', 'InferenceCounter', 'INFERENCE', 'InferenceSwitch', 'inference_mode',
+           'is_inference_mode_enabled', 'DEVICE_TYPES', 'device', 'CPU', 'check_device', 'set_default_device',
+           'get_default_device', 'no_gpu', 'gpu_count', 'seed_gpus', 'cuda', 'backends', 'check_requires_grad',
+           'check_grad', 'VersionCounter', 'Tensor', 'tensor_data', 'version_of', 'check_saved', 'NODE_NAMES',
+           'Context', 'AccumulateGrad', 'Function', 'Unrecorded', 'UNRECORDED', 'ForwardMode', 'forward_mode',
+           'linear_jvp', 'unrecorded', 'edge', 'stale_views_need_grad', 'connect', 'is_tensor', 'is_inference',
+           'version_count', 'View', 'Composed', 'make_view', 'view_of', 'rebase', 'shape_of', 'operands',
+           'broadcast_op', 'broadcast_error', 'category', 'dtype_of', 'result_type', 'Add', 'sum_to', 'expand_to',
+           'expandable', 'broadcast_axes', 'sum_array_to', 'SumToSize', 'Expand', 'ToDtype', 'cast', 'dependencies',
+           'add_grads', 'Slots', 'add_into', 'CopyGrad', 'held_arrays', 'new_buffer', 'first_grad', 'accumulate',
+           'call_backward', 'validate', 'Run', 'propagate', 'at_node', 'at_leaf', 'seed', 'check_roots', 'run_backward',
+           'as_tensors', 'backward', 'clear_grads', 'keep', 'wanted_nodes', 'as_tensor_grad', 'like', 'grad', 'unused',
+           'run_hooks', 'node_hooks', 'default_dtype', 'holds_tensors', 'tensor', 'values_of', 'not_numbers',
+           'size_arg', 'shape_arg', 'factory_shape', 'zeros', 'ones', 'empty', 'full', 'arange', 'linspace',
+           'like_factory', 'zeros_like', 'ones_like', 'empty_like', 'full_like', 'eye', 'from_numpy', 'as_tensor',
+           'two_sum', 'halves', 'two_product', 'odd_sum', 'fma', 'fused', 'REGISTER_BYTES', 'check_range',
+           'arange_values', 'linspace_values', 'Generator', 'default_generator', 'manual_seed', 'random_array', 'drawn',
+           'rand', 'randn', 'randint', 'rand_like', 'randn_like', 'normal']
 
 # %% ../../nbs/06a_engine_surface.ipynb
 from fromscratch.core.dtypes import (
@@ -28,9 +31,13 @@ from fromscratch.core.dtypes import (
     SCALAR_TYPES, scalar_type, finfo, iinfo
 )
 from .printing import printed_values, element_format, with_suffixes
-from .storage import one_value, Storage, Size
+from fromscratch.core.storage import (
+    one_value, Storage, Size, TypedStorage, UntypedStorage
+)
 from fromscratch.core.grad_switch import (
-    GradMode, grad_mode, is_grad_enabled, no_grad, enable_grad, set_grad_enabled
+    GradMode, grad_mode, is_grad_enabled, no_grad, enable_grad, set_grad_enabled,
+    InferenceCounter, INFERENCE, InferenceSwitch, inference_mode,
+    is_inference_mode_enabled
 )
 from fromscratch.core.devices import (
     DEVICE_TYPES, device, CPU, check_device, set_default_device, get_default_device,
@@ -40,7 +47,7 @@ from fromscratch.core.graph import (
     check_requires_grad, check_grad, VersionCounter, Tensor, tensor_data, version_of,
     check_saved, NODE_NAMES, Context, AccumulateGrad, Function, Unrecorded, UNRECORDED,
     ForwardMode, forward_mode, linear_jvp, unrecorded, edge, stale_views_need_grad,
-    connect, is_tensor
+    connect, is_tensor, is_inference, version_count
 )
 from .views import View, Composed, make_view, view_of, rebase
 from fromscratch.core.promotion import (
@@ -87,9 +94,13 @@ from fromscratch.core.factories import (
     zeros, ones, empty, full, arange, linspace, like_factory, zeros_like, ones_like,
     empty_like, full_like, eye, from_numpy, as_tensor
 )
+from fromscratch.core.ranges import (
+    two_sum, halves, two_product, odd_sum, fma, fused, REGISTER_BYTES, check_range,
+    arange_values, linspace_values
+)
 from fromscratch.core.random import (
-    Generator, default_generator, manual_seed, random_array, rand, randn, randint,
-    rand_like, randn_like, normal
+    Generator, default_generator, manual_seed, random_array, drawn, rand, randn,
+    randint, rand_like, randn_like, normal
 )
 
 _all_ = [
@@ -122,12 +133,19 @@ _all_ = [
     'one_value',
     'Storage',
     'Size',
+    'TypedStorage',
+    'UntypedStorage',
     'GradMode',
     'grad_mode',
     'is_grad_enabled',
     'no_grad',
     'enable_grad',
     'set_grad_enabled',
+    'InferenceCounter',
+    'INFERENCE',
+    'InferenceSwitch',
+    'inference_mode',
+    'is_inference_mode_enabled',
     'DEVICE_TYPES',
     'device',
     'CPU',
@@ -160,6 +178,8 @@ _all_ = [
     'stale_views_need_grad',
     'connect',
     'is_tensor',
+    'is_inference',
+    'version_count',
     'View',
     'Composed',
     'make_view',
@@ -233,10 +253,21 @@ _all_ = [
     'eye',
     'from_numpy',
     'as_tensor',
+    'two_sum',
+    'halves',
+    'two_product',
+    'odd_sum',
+    'fma',
+    'fused',
+    'REGISTER_BYTES',
+    'check_range',
+    'arange_values',
+    'linspace_values',
     'Generator',
     'default_generator',
     'manual_seed',
     'random_array',
+    'drawn',
     'rand',
     'randn',
     'randint',

@@ -41,7 +41,7 @@ def expand_to(g, shape):
     if isinstance(g, Tensor): return Expand.apply(g, shape)
     return np.broadcast_to(g, shape)
 
-# %% ../../nbs/06a_engine_surface.ipynb 45
+# %% ../../nbs/06a_engine_surface.ipynb 55
 def expandable(shape, target):
     "Whether `shape` broadcasts to `target`."
     return len(shape) <= len(target) and all(
@@ -61,7 +61,7 @@ def sum_array_to(a, shape):
     axes = broadcast_axes(shape, a.shape)
     return a.sum(axis=axes, keepdims=True).reshape(shape) if axes else a.reshape(shape)
 
-# %% ../../nbs/06a_engine_surface.ipynb 46
+# %% ../../nbs/06a_engine_surface.ipynb 56
 class SumToSize(Function):
     "A broadcast tensor summed back down to `shape`; the gradient expands back."
     array_backward = True
@@ -87,7 +87,7 @@ class Expand(Function):
     def backward(ctx, grad_output): return sum_to(grad_output, ctx.shape), None
     jvp = staticmethod(linear_jvp)
 
-# %% ../../nbs/06a_engine_surface.ipynb 50
+# %% ../../nbs/06a_engine_surface.ipynb 60
 class ToDtype(Function):
     "The values converted to a floating-point `dtype`; the gradient is converted back."
     array_backward = True

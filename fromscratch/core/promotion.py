@@ -39,7 +39,7 @@ def broadcast_op(ufunc, a, b):
     except ValueError: raise broadcast_error(np.shape(x), np.shape(y)) from None
     return Tensor(out)  # a numpy number (0-d inputs' result) becomes a 0-d array
 
-# %% ../../nbs/06a_engine_surface.ipynb 34
+# %% ../../nbs/06a_engine_surface.ipynb 44
 def category(dtype):
     """PyTorch's promotion categories, in order: 0 bool, 1 integer, 2 floating point (3:
     anything else)."""

@@ -16,6 +16,7 @@ from .pytree import tree_flatten, tree_map
 from fromscratch.func.nesting import (
     transform,
     is_float,
+    differentiable,
     fresh_input,
     finish,
 )
@@ -47,7 +48,7 @@ def with_fresh(args, nums):
     copies, flattened, per position."""
     args, fresh = list(args), []
     for i in nums:
-        args[i] = tree_map(fresh_input, args[i])
+        args[i] = tree_map(lambda t: fresh_input(differentiable(t)), args[i])
         fresh.append(tree_flatten(args[i]))
     return args, fresh
 
@@ -118,7 +119,7 @@ def vjp(func, *primals, has_aux=False):
     """`func(*primals)` and `vjp_fn`, which maps a cotangent v of the output to vᵀJ, one
     result per primal."""
     with transform() as level, enable_grad():
-        inner = tree_map(fresh_input, primals)
+        inner = tree_map(lambda t: fresh_input(differentiable(t)), primals)
         # vjp_fn, called later, hands back results without these
         mine = list(level.fresh)
         out, aux = split_aux(func(*inner), has_aux, 'vjp')
@@ -172,14 +173,16 @@ def jvp(func, primals, tangents, *, has_aux=False):
             "jvp(f, primals, tangents): Expected primals and tangents to have the same"
             " python structure."
         )
+    (p, build), ts = tree_flatten(primals), tree_flatten(tangents)[0]
+    for name, leaves in (('primals', p), ('tangents', ts)):
+        for t in leaves:
+            if not isinstance(t, Tensor):
+                raise RuntimeError(
+                    f"jvp(f, primals, tangents): Expected {name} to only contain"
+                    f" Tensors, got {type(t)}"
+                )
     with transform() as level, Level():  # nested in any open level: jvp inside jvp
-        p, build = tree_flatten(primals)
-        duals = build(
-            [
-                dual_of(x, t) if is_float(x) else x
-                for x, t in zip(p, tree_flatten(tangents)[0])
-            ]
-        )
+        duals = build([dual_of(x, t) for x, t in zip(p, ts)])  # make_dual checks dtypes
         out, aux = split_aux(func(*duals), has_aux, 'jvp')
         pairs, build_out = tree_flatten(out)
         both = [primal_and_tangent(t) for t in pairs]

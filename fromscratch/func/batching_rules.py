@@ -3,7 +3,8 @@
 # %% auto 0
 __all__ = ['ELEMENTWISE', 'RULES', 'ndim_of', 'padded', 'elementwise_rule', 'shifted', 'dim_rule', 'reshape_rule', 'permute_rule',
            'expand_rule', 'sum_to_size_rule', 'index_rule', 'batched_index', 'repeat_rule', 'everyone_batched',
-           'cat_rule', 'stack_rule', 'max_rule', 'matmul_rule', 'linear_rule', 'einsum_rule', 'loss_rule']
+           'cat_rule', 'stack_rule', 'max_rule', 'matmul_rule', 'linear_rule', 'einsum_rule', 'batched_targets',
+           'loss_rule']
 
 # %% ../../nbs/15_func.ipynb
 import numpy as np
@@ -51,7 +52,7 @@ from fromscratch.ops import (
     infer_shape,
 )
 from ..autograd.forward_ad import PrimalView
-from .batched_tensor import BatchedTensor
+from .batched_tensor import BatchedTensor, unwrap_all
 
 # %% ../../nbs/15_func.ipynb
 def ndim_of(a, batched):
@@ -262,23 +263,30 @@ def einsum_rule(op, args, batched, size):
     )
     return op(spec, *operands)
 
+def batched_targets(t, batched, size):
+    """The class targets of B samples as one flat array: the batch's own, or the one
+    sample's repeated (a tensor while an outer vmap still batches them)."""
+    if not isinstance(t, Tensor): return np.tile(t, size)
+    t = Reshape.apply(everyone_batched([t], [batched], size)[0], (-1,))
+    return t.array if isinstance(t.array, np.ndarray) else t
+
 def loss_rule(op, args, batched, size):
     """cross_entropy and nll_loss per sample (class-index targets, no weights, nothing
-    ignored): the batch as more rows, then each sample's reduction."""
+    ignored): the samples' rows and targets as one batch, then each sample's
+    reduction."""
     x, t, ignore_index, reduction, *rest = args
-    if (
-        batched[1:].count(True)
-        or (rest and rest[0] is not None)
-        or (t == ignore_index).any()
-    ):
+    x = everyone_batched([x], batched[:1], size)[0]
+    t = batched_targets(t, batched[1], size)
+    values = unwrap_all(t)[0].array if isinstance(t, Tensor) else t
+    if (rest and rest[0] is not None) or (values == ignore_index).any():
         raise NotImplementedError(
-            "vmap: cross_entropy and nll_loss with class weights, ignored targets or"
-            " batched targets are not supported yet"
+            "vmap: cross_entropy and nll_loss with class weights or ignored targets are"
+            " not supported yet"
         )
     n = x.array.shape[1]
     rows = op(
         Reshape.apply(x, (size * n,) + x.array.shape[2:]),
-        np.tile(t, size),
+        t,
         ignore_index,
         'none',
         *rest

@@ -63,10 +63,7 @@ def jacfwd(func, argnums=0, has_aux=False):
         cols, build_out, aux = [], None, None
         with transform() as level:
             for i, (leaves, build) in zip(nums, flat):
-                for j, x in enumerate(leaves):
-                    if not is_float(x):
-                        cols.append(None)
-                        continue
+                for j, x in enumerate(leaves):  # (jvp refuses a leaf that is no float)
                     def at(xj, i=i, j=j, leaves=leaves, build=build):
                         new = build([xj if k == j else v for k, v in enumerate(leaves)])
                         return func(*[new if k == i else v for k, v in enumerate(args)])

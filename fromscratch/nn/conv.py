@@ -4,19 +4,19 @@
 
 # %% auto 0
 __all__ = ['Window', 'PADDING_MODES', 'as_pair', 'out_size', 'window_out', 'im2col_array', 'col2im_array', 'Im2col', 'Col2im',
-           'im2col', 'col2im', 'permute', 'swap_last', 'grouped_rows', 'Conv2dFunction', 'conv_padding', 'check_conv2d',
-           'check_window', 'check_conv2d_module', 'conv2d', 'unfold', 'fold', 'pool_window', 'check_pool_input',
-           'Gather', 'ScatterAdd', 'scatter_add_array', 'gather', 'scatter_add', 'max_pool_index', 'max_pool2d',
-           'avg_pool_divisor', 'avg_pool2d', 'adaptive_matrix', 'adaptive_avg_pool2d']
+           'im2col', 'col2im', 'im2col_rule', 'col2im_rule', 'permute', 'swap_last', 'grouped_rows', 'Conv2dFunction',
+           'conv2d_rule', 'conv_padding', 'check_conv2d', 'check_window', 'check_conv2d_module', 'conv2d', 'unfold',
+           'fold']
 
 # %% ../../nbs/18_conv.ipynb
-import math
 from collections import namedtuple
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..core import Function, Tensor
+from ..core import Function, Tensor, linear_jvp
+from ..func.batching_rules import RULES, everyone_batched
+from ..ops.shared import total
 
 # %% ../../nbs/18_conv.ipynb
 def as_pair(value, name):
@@ -94,6 +94,7 @@ class Im2col(Function):
     @staticmethod
     def backward(ctx, grad_output):
         return col2im(grad_output, ctx.shape, ctx.window), None
+    jvp = staticmethod(linear_jvp)  # linear: the tangent's columns (notebook 14)
 
 class Col2im(Function):
     "`col2im_array` as a node of the graph."
@@ -104,6 +105,7 @@ class Col2im(Function):
         return Tensor(np.ascontiguousarray(col2im_array(cols.array, shape, window)))
     @staticmethod
     def backward(ctx, grad_output): return im2col(grad_output, ctx.window), None, None
+    jvp = staticmethod(linear_jvp)
 
 # %% ../../nbs/18_conv.ipynb
 def im2col(x, window):
@@ -118,6 +120,22 @@ def col2im(cols, shape, window):
         if isinstance(cols, Tensor)
         else col2im_array(cols, shape, window)
     )
+
+# %% ../../nbs/18_conv.ipynb
+def im2col_rule(op, args, batched, size):
+    """`Im2col` of B samples (B, N, C, H, W): the columns of B·N images, split back into
+    (B, C*kh*kw, N*L)."""
+    x, window = args
+    cols = op(x.reshape(-1, *x.shape[2:]), window)
+    return cols.reshape(cols.shape[0], size, -1).permute(1, 0, 2)
+
+def col2im_rule(op, args, batched, size):
+    "`Col2im` of B samples' columns (B, C*kh*kw, N*L): one `Col2im` of B·N images."
+    cols, shape, window = args
+    flat = cols.permute(1, 0, 2).reshape(cols.shape[1], -1)
+    return op(flat, (size * shape[0], *shape[1:]), window).reshape(size, *shape)
+
+RULES.update({Im2col: im2col_rule, Col2im: col2im_rule})
 
 # %% ../../nbs/18_conv.ipynb
 def permute(x, dims):
@@ -182,6 +200,34 @@ def _conv2d_backward(ctx, grad_output):
     return grad_input, grad_weight, grad_bias, None, None
 
 Conv2dFunction.backward = staticmethod(_conv2d_backward)
+
+# %% ../../nbs/18_conv.ipynb
+def _conv2d_jvp(ctx, tx, tw, tb, *_):
+    "conv(ẋ, w) + conv(x, ẇ) + ḃ, for the inputs that carry a tangent."
+    x, w, _, window, groups = ctx.args
+    terms = [] if tx is None else [Conv2dFunction.apply(tx, w, None, window, groups)]
+    if tw is not None: terms.append(Conv2dFunction.apply(x, tw, None, window, groups))
+    if tb is not None: terms.append(tb.reshape(-1, 1, 1))
+    return total(terms)
+
+Conv2dFunction.jvp = staticmethod(_conv2d_jvp)
+
+# %% ../../nbs/18_conv.ipynb
+def conv2d_rule(op, args, batched, size):
+    """`Conv2dFunction` for B samples: B·N images if only the input varies, else one
+    convolution B times as wide, each sample's kernels a group of their own."""
+    x, w, bias, window, groups = args
+    if not (batched[1] or batched[2]):
+        out = op(x.reshape(-1, *x.shape[2:]), w, bias, window, groups)
+        return out.reshape(size, -1, *out.shape[1:])
+    x, w = everyone_batched([x, w], batched[:2], size)
+    if bias is not None: bias = everyone_batched([bias], batched[2:], size)[0].flatten()
+    n, c, h, width = x.shape[1:]
+    wide = x.permute(1, 0, 2, 3, 4).reshape(n, size * c, h, width)
+    out = op(wide, w.reshape(-1, *w.shape[2:]), bias, window, groups * size)
+    return out.reshape(n, size, -1, *out.shape[2:]).permute(1, 0, 2, 3, 4)
+
+RULES[Conv2dFunction] = conv2d_rule
 
 # %% ../../nbs/18_conv.ipynb
 def _size(shape): return list(shape)
@@ -373,212 +419,3 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
         window,
     )
     return out.squeeze(0) if input.ndim == 2 else out
-
-# %% ../../nbs/18_conv.ipynb
-def pool_window(shape, kernel_size, stride, padding, dilation, ceil_mode):
-    """The `Window` of a pooling (stride defaults to the kernel; `ceil_mode` pads after
-    to cover the last partial window)."""
-    kernel, padding, dilation = (
-        as_pair(kernel_size, 'kernel_size'),
-        as_pair(padding, 'padding'),
-        as_pair(dilation, 'dilation'),
-    )
-    stride = (
-        kernel
-        if stride is None or (not isinstance(stride, int) and len(stride) == 0)
-        else as_pair(stride, 'stride')
-    )
-    if min(stride) <= 0: raise RuntimeError("stride should be greater than zero")
-    for k, p, d in zip(kernel, padding, dilation):
-        if p > (d * (k - 1) + 1) // 2:
-            raise RuntimeError(
-                f"pad should be at most half of effective kernel size, but got pad={p},"
-                f" kernel_size={k} and dilation={d}"
-            )
-    pads, outs = [], []
-    for size, k, s, p, d in zip(shape[-2:], kernel, stride, padding, dilation):
-        span = size + 2 * p - d * (k - 1) - 1
-        out = (-(-span // s) if ceil_mode else span // s) + 1
-        if ceil_mode and (out - 1) * s >= size + p:
-            out -= 1  # the last window must start inside the image or its left padding
-        outs.append(out)
-        pads.append((p, p + max(0, (out - 1) * s + d * (k - 1) + 1 - (size + 2 * p))))
-    if min(outs) < 1:
-        c = 'x'.join(map(str, shape[-3:-2]))
-        raise RuntimeError(
-            f"Given input size: ({c}x{shape[-2]}x{shape[-1]}). Calculated output size:"
-            f" ({c}x{outs[0]}x{outs[1]}). Output size is too small"
-        )
-    return Window(kernel, stride, tuple(pads), dilation)
-
-def check_pool_input(input):
-    "Pooling takes (C, H, W) or (N, C, H, W) with no empty dimension but the batch."
-    if input.ndim not in (3, 4) or 0 in input.shape[-3:]:
-        raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")
-
-# %% ../../nbs/18_conv.ipynb
-class Gather(Function):
-    """`x.reshape(-1)[index]`: picks values by flat position; its backward is
-    `ScatterAdd`, whose backward is this."""
-    array_backward = True
-    @staticmethod
-    def forward(ctx, x, index):
-        ctx.index, ctx.shape = index, x.shape
-        return Tensor(x.array.reshape(-1)[index])
-    @staticmethod
-    def backward(ctx, grad_output):
-        return scatter_add(grad_output, ctx.index, ctx.shape), None
-
-class ScatterAdd(Function):
-    """Adds each value into a zero tensor of `shape` at its flat position `index`
-    (repeats add up)."""
-    array_backward = True
-    @staticmethod
-    def forward(ctx, values, index, shape):
-        ctx.index = index
-        return Tensor(scatter_add_array(values.array, index, shape))
-    @staticmethod
-    def backward(ctx, grad_output): return gather(grad_output, ctx.index), None, None
-
-def scatter_add_array(values, index, shape):
-    "`ScatterAdd` on arrays: one `np.bincount`, no loop."
-    out = np.bincount(
-        index.reshape(-1), weights=values.reshape(-1), minlength=math.prod(shape)
-    )
-    return out.astype(values.dtype, copy=False).reshape(shape)
-
-def gather(x, index):
-    return Gather.apply(x, index) if isinstance(x, Tensor) else x.reshape(-1)[index]
-def scatter_add(values, index, shape):
-    return (
-        ScatterAdd.apply(values, index, shape)
-        if isinstance(values, Tensor)
-        else scatter_add_array(values, index, shape)
-    )
-
-# %% ../../nbs/18_conv.ipynb
-def max_pool_index(x, window):
-    """For each window over x (N, C, H, W), the position in its (H, W) plane of the
-    window's largest value (the first, if tied)."""
-    (kh, kw), (sh, sw), ((pt, pb), (pl, pr)), (dh, dw) = window
-    h, w = x.shape[2:]
-    padded = (
-        np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=-np.inf)
-        if pt or pb or pl or pr
-        else x
-    )
-    ho, wo = window_out((h, w), window)
-    for t in range(
-        kh * kw
-    ):  # a loop over the kernel's taps: each one a strided view of the image
-        u, v = divmod(t, kw)
-        values = padded[
-            :,
-            :,
-            u * dh : u * dh + sh * (ho - 1) + 1 : sh,
-            v * dw : v * dw + sw * (wo - 1) + 1 : sw,
-        ]
-        if t == 0:
-            best, tap = values.copy(), np.zeros(values.shape, np.int32)
-            continue
-        tap = np.where(
-            values > best, np.int32(t), tap
-        )  # strictly larger: a tie keeps the earlier tap, as in PyTorch
-        np.maximum(best, values, out=best)
-    offset = np.array(
-        [(t // kw) * dh * w + (t % kw) * dw for t in range(kh * kw)]
-    )  # each tap's place in the plane
-    return (
-        (np.arange(ho)[:, None] * sh - pt) * w + (np.arange(wo) * sw - pl) + offset[tap]
-    )
-
-# %% ../../nbs/18_conv.ipynb
-def max_pool2d(
-    input,
-    kernel_size,
-    stride=None,
-    padding=0,
-    dilation=1,
-    ceil_mode=False,
-    return_indices=False,
-):
-    """The largest value in each window of each channel; with `return_indices`, also
-    where it was in its (H, W) plane."""
-    check_pool_input(input)
-    x = input.unsqueeze(0) if input.ndim == 3 else input
-    window = pool_window(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
-    plane = max_pool_index(x.array, window)
-    n, c, h, w = x.shape
-    out = Gather.apply(x, plane + (np.arange(n * c) * h * w).reshape(n, c, 1, 1))
-    if input.ndim == 3:
-        out, plane = out.squeeze(0), plane[0]
-    return (out, Tensor(plane)) if return_indices else out
-
-# %% ../../nbs/18_conv.ipynb
-def avg_pool_divisor(shape, window, padding, count_include_pad):
-    """How many values each window averages: (Ho*Wo,), padding counted or not, the extra
-    `ceil_mode` padding never."""
-    h, w = shape[-2:]
-    (pt, pb), (pl, pr) = window.padding
-    mask = np.zeros((1, 1, h + pt + pb, w + pl + pr))
-    if count_include_pad: mask[..., :h + 2 * padding[0], :w + 2 * padding[1]] = 1
-    else: mask[..., pt:pt + h, pl:pl + w] = 1
-    return im2col_array(mask, window._replace(padding=((0, 0), (0, 0)))).sum(0)
-
-# %% ../../nbs/18_conv.ipynb
-def avg_pool2d(
-    input,
-    kernel_size,
-    stride=None,
-    padding=0,
-    ceil_mode=False,
-    count_include_pad=True,
-    divisor_override=None,
-):
-    "The mean of each window of each channel: the patches of `im2col`, averaged."
-    check_pool_input(input)
-    x = input.unsqueeze(0) if input.ndim == 3 else input
-    window = pool_window(x.shape, kernel_size, stride, padding, 1, ceil_mode)
-    n, c = x.shape[:2]
-    (kh, kw), (ho, wo) = window.kernel, window_out(x.shape[2:], window)
-    sums = Im2col.apply(x, window).reshape(c, kh * kw, n * ho * wo).sum(1)
-    divisor = divisor_override or avg_pool_divisor(
-        x.shape, window, as_pair(padding, 'padding'), count_include_pad
-    )
-    if divisor_override is None:
-        divisor = Tensor(np.tile(divisor, n).astype(x.dtype))
-    out = (sums / divisor).reshape(c, n, ho, wo)
-    out = out.permute((1, 0, 2, 3)).contiguous()
-    return out.squeeze(0) if input.ndim == 3 else out
-
-# %% ../../nbs/18_conv.ipynb
-def adaptive_matrix(size, out, dtype):
-    """The (out, size) matrix that averages bin i = [floor(i*size/out),
-    ceil((i+1)*size/out)) of a vector of `size`."""
-    i = np.arange(out)
-    start, end = (i * size) // out, -(-((i + 1) * size) // out)
-    j = np.arange(size)
-    inside = (j >= start[:, None]) & (j < end[:, None])
-    return Tensor((inside / (end - start)[:, None]).astype(dtype))
-
-# %% ../../nbs/18_conv.ipynb
-def adaptive_avg_pool2d(input, output_size):
-    """Average pooling to a fixed output size (None keeps that dimension): each bin's
-    mean, as two matrix products."""
-    if input.ndim not in (3, 4):
-        raise RuntimeError(
-            "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got"
-            f" {_size(input.shape)}"
-        )
-    oh, ow = (
-        (output_size, output_size)
-        if isinstance(output_size, int)
-        else tuple(output_size)
-    )
-    h, w = input.shape[-2:]
-    oh, ow = h if oh is None else oh, w if ow is None else ow
-    return (
-        adaptive_matrix(h, oh, input.dtype)
-        @ input
-        @ adaptive_matrix(w, ow, input.dtype).T
-    )

@@ -3,7 +3,8 @@
 # %% auto 0
 __all__ = ['OVERLAP', 'METHODS', 'NODE_NAMES', 'recording', 'has_tangent', 'CopySlices', 'inplace_error', 'check_inplace',
            'write_inplace', 'take_history', 'write', 'add_', 'sub_', 'mul_', 'div_', 'Copy', 'Fill', 'copy_', 'fill_',
-           'zero_', 'random_fill', 'uniform_', 'normal_', 'put', 'IndexPut', 'setitem']
+           'zero_', 'random_fill', 'uniform_', 'normal_', 'put', 'IndexPut', 'setitem', 'scatter_', 'scatter_add_',
+           'masked_fill_']
 
 # %% ../../nbs/07_ops.ipynb
 import builtins
@@ -23,6 +24,7 @@ from fromscratch.core import (
     rebase,
     float32,
     default_generator,
+    drawn,
     scalar_type,
     CopyGrad,
     forward_mode,
@@ -31,6 +33,7 @@ from .shared import backward0, bind
 from .arithmetic import check_bool_sub
 from .shape import clone, expanded_shape
 from .indexing import Index, numpy_index
+from .indexing import scatter, scatter_add, masked_fill
 
 # %% ../../nbs/07_ops.ipynb
 OVERLAP = (
@@ -290,9 +293,8 @@ def random_fill(self, kernel, draw, generator):
         raise NotImplementedError(
             f'"{kernel}" not implemented for \'{scalar_type(self.dtype)}\''
         )
-    return copy_(
-        self, Tensor(draw((generator or default_generator).numpy, self.array.shape))
-    )
+    rng = (generator or default_generator).numpy
+    return copy_(self, drawn(lambda shape: draw(rng, shape), self.array.shape))
 
 def uniform_(self, from_=0.0, to=1.0, *, generator=None):
     "Fill with uniform random numbers in [from_, to), in place."
@@ -387,6 +389,22 @@ def setitem(self, idx, value):
     self.version_counter.bump()
 
 # %% ../../nbs/07_ops.ipynb
+def scatter_(self, dim, index, src=None, value=None, *, reduce=None):
+    "`scatter`, written into this tensor."
+    check_inplace(self, self)  # a leaf that requires grad: refused before anything else
+    return write_inplace(self, scatter(self, dim, index, src, value, reduce=reduce))
+
+def scatter_add_(self, dim, index, src):
+    "`scatter_add`, written into this tensor."
+    check_inplace(self, self)
+    return write_inplace(self, scatter_add(self, dim, index, src))
+
+def masked_fill_(self, mask, value):
+    "`masked_fill`, written into this tensor."
+    check_inplace(self, self)
+    return write_inplace(self, masked_fill(self, mask, value))
+
+# %% ../../nbs/07_ops.ipynb
 METHODS = {
     '__setitem__': setitem,
     'add_': add_,
@@ -402,6 +420,9 @@ METHODS = {
     'zero_': zero_,
     'uniform_': uniform_,
     'normal_': normal_,
+    'scatter_': scatter_,
+    'scatter_add_': scatter_add_,
+    'masked_fill_': masked_fill_,
 }
 NODE_NAMES = {
     **backward0(Fill, IndexPut),

@@ -13,9 +13,9 @@ from .messages import check_no_grad, type_name
 from .reduction import apply_reduction, legacy_reduction
 
 # %% ../../../nbs/09_functional.ipynb
-def _class_targets(input, target, ignore_index):
-    """Check integer class targets; return `input` as (N, C), the targets as an int64
-    array, and the per-item shape."""
+def _class_targets(input, target):
+    """Check integer class targets; return `input` as (N, C), the targets as a flat
+    int64 array, and the per-item shape."""
     t = target.array if isinstance(target, Tensor) else np.asarray(target)
     if t.dtype.kind not in 'iu':
         raise RuntimeError(
@@ -35,11 +35,16 @@ def _class_targets(input, target, ignore_index):
             input.permute(0, *range(2, input.ndim), 1).reshape(-1, input.shape[1]),
             t.shape,
         )
-    t = t.reshape(-1).astype(np.int64, copy=False)
-    if t.size and (t.min() < 0 or t.max() >= x.shape[1]):
-        bad = ((t < 0) | (t >= x.shape[1])) & (t != ignore_index)
+    if not isinstance(t, np.ndarray):  # under vmap (notebook 15): batched, for its rule
+        return x, target.reshape(-1).long(), shape
+    return x, t.reshape(-1).astype(np.int64, copy=False), shape
+
+def _checked_targets(t, n_classes, ignore_index):
+    "The targets `t`, after PyTorch's check that each is a class (or ignored)."
+    if t.size and (t.min() < 0 or t.max() >= n_classes):
+        bad = ((t < 0) | (t >= n_classes)) & (t != ignore_index)
         if bad.any(): raise IndexError(f"Target {t[bad][0]} is out of bounds.")
-    return x, t, shape
+    return t
 
 # %% ../../../nbs/09_functional.ipynb
 def _class_weight(weight, input):
@@ -106,7 +111,7 @@ class NLLLossFunction(Function):
     array_backward = True
     @staticmethod
     def forward(ctx, input, t, ignore_index, reduction, weight=None):
-        valid = t != ignore_index
+        valid = _checked_targets(t, input.shape[1], ignore_index) != ignore_index
         picked = np.where(valid, t, 0)
         scale, _ = _class_scale(picked, valid, reduction, weight)
         losses = np.where(
@@ -153,7 +158,7 @@ def nll_loss(
     `input` (N, C), weighted by class."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     w = _class_weight(weight, input)
-    x, t, shape = _class_targets(input, target, ignore_index)
+    x, t, shape = _class_targets(input, target)
     loss = NLLLossFunction.apply(x, t, ignore_index, reduction, w)
     return loss.reshape(shape) if reduction == 'none' else loss
 
@@ -193,6 +198,7 @@ class CrossEntropyFunction(Function):
     def forward(
         ctx, input, t, ignore_index, reduction, weight=None, label_smoothing=0.0
     ):
+        t = _checked_targets(t, input.shape[1], ignore_index)
         valid, rows = t != ignore_index, np.arange(len(t))
         every = valid.all()  # usually no target is ignored: no masking passes then
         picked = t if every else np.where(valid, t, 0)
@@ -286,6 +292,6 @@ def cross_entropy(
                 "ignore_index is not supported for floating point target"
             )
         return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
-    x, t, shape = _class_targets(input, target, ignore_index)
+    x, t, shape = _class_targets(input, target)
     loss = CrossEntropyFunction.apply(x, t, ignore_index, reduction, w, label_smoothing)
     return loss.reshape(shape) if reduction == 'none' else loss

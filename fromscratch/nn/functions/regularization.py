@@ -4,7 +4,7 @@
 __all__ = ['dropout']
 
 # %% ../../../nbs/09_functional.ipynb
-from ...core import Tensor, default_generator
+from ...core import default_generator, drawn
 
 # %% ../../../nbs/09_functional.ipynb
 def dropout(input, p=0.5, training=True, inplace=False):
@@ -13,8 +13,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if p < 0 or p > 1:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0 or input.numel() == 0: return input
-    noise = (default_generator.numpy.random(input.shape) >= p).astype(
-        input.dtype
-    )  # 1 with probability 1 - p
-    if p < 1: noise /= noise.dtype.type(1 - p)
-    return input.mul_(Tensor(noise)) if inplace else input * Tensor(noise)
+    def mask(shape):  # 1 / (1 - p) with probability 1 - p, else 0
+        keep = (default_generator.numpy.random(shape) >= p).astype(input.dtype)
+        return keep / keep.dtype.type(1 - p) if p < 1 else keep
+    noise = drawn(mask, input.shape)
+    return input.mul_(noise) if inplace else input * noise

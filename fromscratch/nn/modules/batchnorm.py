@@ -92,7 +92,19 @@ def _bn_repr(self):
 
 BatchNorm1d.forward, BatchNorm1d.extra_repr = _bn_forward, _bn_repr
 
-# %% ../../../nbs/18_conv.ipynb 94
+# %% ../../../nbs/09_nn.ipynb
+def _bn_upgrade_state_dict(self, state_dict, prefix, version):
+    """A checkpoint from before version 2 has no `num_batches_tracked`: the module keeps
+    its own count."""
+    key = prefix + 'num_batches_tracked'
+    older = version is None or version < 2
+    if older and self.track_running_stats and key not in state_dict:
+        count = self.num_batches_tracked
+        state_dict[key] = Tensor(np.array(0, np.int64)) if count is None else count
+
+BatchNorm1d._version, BatchNorm1d._upgrade_state_dict = 2, _bn_upgrade_state_dict
+
+# %% ../../../nbs/18_conv.ipynb 113
 class BatchNorm2d(BatchNorm1d):
     """`F.batch_norm` of (N, C, H, W) images: per-channel statistics over the batch and
     all positions."""

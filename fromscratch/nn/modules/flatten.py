@@ -16,7 +16,7 @@ class Flatten(Module):
     def forward(self, input): return input.flatten(self.start_dim, self.end_dim)
     def extra_repr(self): return f'start_dim={self.start_dim}, end_dim={self.end_dim}'
 
-# %% ../../../nbs/18_conv.ipynb 91
+# %% ../../../nbs/18_conv.ipynb 110
 class Unflatten(Module):
     """Split dimension `dim` into the sizes `unflattened_size`: flat pixels back into
     images, the inverse of `Flatten`."""

@@ -5,6 +5,7 @@ __all__ = ['Module', 'check_device', 'addindent']
 
 # %% ../../../nbs/09_nn.ipynb
 from collections import OrderedDict, namedtuple
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -390,8 +391,12 @@ Module.double, Module.float = (lambda self: self.to(float64)), (
 # %% ../../../nbs/09_nn.ipynb
 def _state_dict(self, destination=None, prefix='', keep_vars=False):
     """An OrderedDict of every parameter and persistent buffer by dotted name, detached
-    unless `keep_vars`."""
-    if destination is None: destination = OrderedDict()
+    unless `keep_vars`; `_metadata` has the versions."""
+    if destination is None:
+        destination = OrderedDict()
+        destination._metadata = OrderedDict()
+    if hasattr(destination, '_metadata'):
+        destination._metadata[prefix[:-1]] = {'version': self._version}
     for name, p in self._parameters.items():
         if p is not None: destination[prefix + name] = p if keep_vars else p.detach()
     for name, b in self._buffers.items():
@@ -404,7 +409,7 @@ def _state_dict(self, destination=None, prefix='', keep_vars=False):
             )
     return destination
 
-Module.state_dict = _state_dict
+Module.state_dict, Module._version = _state_dict, 1
 
 # %% ../../../nbs/09_nn.ipynb
 def _load_errors(own, state_dict, strict):
@@ -441,6 +446,24 @@ def _load_errors(own, state_dict, strict):
     return errors, arrays, missing, unexpected
 
 # %% ../../../nbs/09_nn.ipynb
+def _upgraded(self, state_dict):
+    """A copy of `state_dict` to which each module adds what a checkpoint of an older
+    version of it lacks."""
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+    metadata = getattr(state_dict, '_metadata', {})
+    state_dict = OrderedDict(state_dict)
+    for name, module in self.named_modules(remove_duplicate=False):
+        version = metadata.get(name, {}).get('version')
+        module._upgrade_state_dict(state_dict, name + '.' if name else '', version)
+    return state_dict
+
+def _upgrade_state_dict(self, state_dict, prefix, version):
+    "Add to `state_dict` what a checkpoint of an older `version` lacks: nothing, here."
+
+Module._upgrade_state_dict = _upgrade_state_dict
+
+# %% ../../../nbs/09_nn.ipynb
 class _IncompatibleKeys(
     namedtuple('IncompatibleKeys', ['missing_keys', 'unexpected_keys'])
 ):
@@ -457,7 +480,9 @@ def _load_state_dict(self, state_dict, strict=True):
     """Copy `state_dict`'s values into the parameters and buffers of the same names,
     after checking them all."""
     own = self.state_dict(keep_vars=True)
-    errors, arrays, missing, unexpected = _load_errors(own, state_dict, strict)
+    errors, arrays, missing, unexpected = _load_errors(
+        own, _upgraded(self, state_dict), strict
+    )
     if errors:
         raise RuntimeError(
             f'Error(s) in loading state_dict for {type(self).__name__}:\n\t'
