@@ -25,7 +25,7 @@ from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, dot, m
                   add, sub, mul, div, neg, eq, ne, lt, le, gt, ge, logical_not, reshape, flatten, squeeze,
                   unsqueeze, permute, transpose, t, clone,
                   gather, scatter, scatter_add, index_select, masked_fill)
-from .ops import sort, argsort, topk, movedim, moveaxis, log2, log10, tril, triu
+from .ops import sort, argsort, topk, movedim, moveaxis, log2, log10, tril, triu, multinomial
 divide, clip = div, clamp  # torch's other names for them
 from . import autograd, nn, optim, utils, data, func
 from .func import vmap  # torch.vmap is torch.func.vmap
