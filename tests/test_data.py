@@ -861,6 +861,7 @@ def test_array_dataset():
     with pytest.raises(ValueError, match='ArrayDataset needs at least one array'): ArrayDataset()
 
 
-def test_dataset_base_class_states_the_contract():
-    with pytest.raises(NotImplementedError, match='Dataset must define __getitem__'): Dataset()[0]
-    with pytest.raises(NotImplementedError, match='Dataset must define __len__'): len(Dataset())
+def test_dataset_base_class_states_the_contract_as_torchs_does():
+    for base in (Dataset, torch.utils.data.Dataset):
+        with pytest.raises(NotImplementedError, match='Subclasses of Dataset should implement __getitem__.'): base()[0]
+        with pytest.raises(TypeError, match="object of type 'Dataset' has no len()"): len(base())

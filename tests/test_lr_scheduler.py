@@ -2,6 +2,7 @@
 last bit, at every step, for many settings; resuming, state_dict, warnings and errors as torch's."""
 import gc
 import itertools
+import math
 import warnings
 import weakref
 
@@ -302,3 +303,184 @@ def test_training_under_a_schedule_matches_torch(opt_name, opt_kwargs, name, kwa
         w.grad = fs.tensor(tw.grad.numpy().copy())
         opt.step(); topt.step(); sched.step(); tsched.step()
     check_close(w, tw, rtol=1e-11, atol=1e-12)
+
+
+# ---------------------------------------------------------------- ReduceLROnPlateau
+
+def plateau_metrics(kind, n=120, seed=0):
+    "Metric sequences with plateaus: a rounded 1/(1+t/8), a noisy one, one that gets worse, and a constant one."
+    t = np.arange(n)
+    rng = np.random.default_rng(seed)
+    return {'rounded': np.round(1 / (1 + t / 8), 2), 'noisy': 1 / (1 + t / 10) + 0.02 * rng.standard_normal(n),
+            'stairs': np.repeat([5.0, 4.0, 3.99, 3.0, 2.9999, 2.0, 2.0, 1.5], n // 8), 'worse': 0.5 + t / 100,
+            'constant': np.full(n, 0.3), 'negative': -np.round(1 / (1 + t / 8), 2) - 1}[kind]
+
+
+def plateau_trace(lib_pair, metrics, kwargs, opt_name='SGD', lrs=(0.1, 0.03), **opt_kwargs):
+    "Per step of a ReduceLROnPlateau of ours and torch's: the groups' rates, get_last_lr(), the counters; equal."
+    opt, topt = optimizers(opt_name, lrs, **opt_kwargs)
+    ours, theirs = lr_scheduler.ReduceLROnPlateau(opt, **kwargs), TL.ReduceLROnPlateau(topt, **kwargs)
+    out = []
+    for o, s in ((opt, ours), (topt, theirs)):
+        seen = []
+        for m in metrics:
+            o.step(); s.step(m)
+            seen.append(([g['lr'] for g in o.param_groups], list(s.get_last_lr()), s.last_epoch, s.best, s.num_bad_epochs,
+                         s.cooldown_counter, s.in_cooldown))
+        out.append(seen)
+    assert out[0] == out[1]                          # exactly: the same floats
+    return out[0]
+
+
+PLATEAU = [dict(mode=m, threshold_mode=tm, threshold=th, patience=p, cooldown=c, factor=f)
+           for m, tm, th, p, c, f in itertools.product(['min', 'max'], ['rel', 'abs'], [1e-4, 0.01, 0.1], [0, 2, 10], [0, 3], [0.1, 0.5])]
+
+
+@pytest.mark.parametrize('kwargs', PLATEAU, ids=str)
+@pytest.mark.parametrize('kind', ['rounded', 'noisy', 'stairs'])
+def test_plateau_rates_equal_torchs_exactly(kwargs, kind):
+    metrics = plateau_metrics(kind)
+    if kwargs['mode'] == 'max': metrics = -metrics
+    plateau_trace(None, metrics, kwargs)
+
+
+@pytest.mark.parametrize('kind', ['worse', 'constant', 'negative'])
+@pytest.mark.parametrize('kwargs', [dict(), dict(patience=1, min_lr=0.01), dict(patience=0, min_lr=[0.02, 0.001], factor=0.3),
+                                    dict(patience=1, eps=0.005), dict(patience=1, eps=0.5), dict(mode='max', patience=3),
+                                    dict(threshold_mode='abs', threshold=-0.1, patience=1)], ids=str)
+def test_plateau_min_lr_eps_and_odd_metrics_like_torch(kind, kwargs):
+    rates = plateau_trace(None, plateau_metrics(kind), kwargs)
+    if kind == 'worse' and kwargs.get('min_lr') == 0.01:
+        # 0.1 * 0.1 is 0.010000000000000002; the last step to min_lr, 2e-18, is below eps and not made, in torch too
+        assert rates[-1][0] == [0.1 * 0.1, 0.01]
+
+
+def test_plateau_metric_types_like_torch():
+    values = [1.0, np.float32(0.9), np.float64(0.9), 1, fs.tensor(0.8), fs.tensor([0.85]), torch.tensor(0.7)]
+    opt, topt = optimizers()
+    ours, theirs = lr_scheduler.ReduceLROnPlateau(opt, patience=0), TL.ReduceLROnPlateau(topt, patience=0)
+    for v in values:
+        ours.step(v); theirs.step(torch.tensor(v.numpy()) if isinstance(v, fs.Tensor) else v)
+        assert (ours.best, ours.get_last_lr(), type(ours.best)) == (theirs.best, theirs.get_last_lr(), type(theirs.best))
+    for bad in ('abc', None):
+        with pytest.raises((ValueError, TypeError)) as a: ours.step(bad)
+        with pytest.raises((ValueError, TypeError)) as b: theirs.step(bad)
+        assert (type(a.value), str(a.value)) == (type(b.value), str(b.value))
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'metrics'"): ours.step()
+
+
+def test_plateau_with_adam_and_a_group_added_later_like_torch():
+    for kwargs in (dict(patience=1, min_lr=0.001), dict(patience=1, min_lr=[0.001, 0.002])):
+        results = []
+        for lib, L in ((fs, lr_scheduler), (torch, TL)):
+            opt = lib.optim.Adam([{'params': [lib.zeros(1, requires_grad=True)], 'lr': 0.1},
+                                  {'params': [lib.zeros(1, requires_grad=True)], 'lr': 0.01}])
+            sched = L.ReduceLROnPlateau(opt, **kwargs)
+            for _ in range(3): sched.step(1.0)
+            opt.add_param_group({'params': [lib.zeros(1, requires_grad=True)], 'lr': 0.05})
+            try:
+                for _ in range(3): sched.step(1.0)
+                results.append(('ok', [g['lr'] for g in opt.param_groups], sched.min_lrs))
+            except RuntimeError as e:
+                results.append(('RuntimeError', str(e)))
+        assert results[0] == results[1]
+
+
+def test_plateau_state_dict_has_torchs_entries_in_torchs_order():
+    opt, topt = optimizers()
+    ours, theirs = lr_scheduler.ReduceLROnPlateau(opt, patience=1, cooldown=2), TL.ReduceLROnPlateau(topt, patience=1, cooldown=2)
+    assert list(ours.state_dict()) == list(theirs.state_dict()) and ours.state_dict() == theirs.state_dict()
+    for m in plateau_metrics('rounded')[:30]: ours.step(m); theirs.step(m)
+    assert list(ours.state_dict()) == list(theirs.state_dict()) and ours.state_dict() == theirs.state_dict()
+    assert 'optimizer' not in ours.state_dict() and list(vars(ours)) == list(vars(theirs))
+
+
+@pytest.mark.parametrize('kwargs', [dict(patience=2, cooldown=1), dict(mode='max', threshold_mode='abs', threshold=0.01, patience=1),
+                                    dict(patience=0, min_lr=[0.001, 0.0001])], ids=str)
+@pytest.mark.parametrize('at', [0, 7, 31])
+def test_plateau_state_dict_round_trips_and_loads_torchs(kwargs, at):
+    metrics = plateau_metrics('noisy', 80, seed=at)
+    if kwargs.get('mode') == 'max': metrics = -metrics
+    whole = plateau_trace(None, metrics, kwargs)
+    for source in ('ours', 'torch'):
+        opt, topt = optimizers()
+        sched = (lr_scheduler.ReduceLROnPlateau(opt, **kwargs), TL.ReduceLROnPlateau(topt, **kwargs))[source == 'torch']
+        o = (opt, topt)[source == 'torch']
+        for m in metrics[:at]: o.step(); sched.step(m)
+        saved_opt, saved = o.state_dict(), sched.state_dict()
+        opt2, _ = optimizers()
+        resumed = lr_scheduler.ReduceLROnPlateau(opt2, mode=kwargs.get('mode', 'min'))      # other settings: loaded
+        opt2.load_state_dict(saved_opt); resumed.load_state_dict(saved)
+        rest = []
+        for m in metrics[at:]:
+            opt2.step(); resumed.step(m)
+            rest.append(([g['lr'] for g in opt2.param_groups], list(resumed.get_last_lr()), resumed.last_epoch, resumed.best,
+                         resumed.num_bad_epochs, resumed.cooldown_counter, resumed.in_cooldown))
+        assert rest == whole[at:], source
+
+
+def test_plateau_load_state_dict_checks_the_modes_like_torch():
+    for L, opt in ((lr_scheduler, optimizers()[0]), (TL, optimizers()[1])):
+        sched = L.ReduceLROnPlateau(opt)
+        sd = sched.state_dict(); sd['mode'] = 'max'
+        sched.load_state_dict(sd)
+        assert sched.mode_worse == -math.inf and sched.best == math.inf        # the best value is not reset
+        sd['threshold_mode'] = 'relative'
+        with pytest.raises(ValueError, match='threshold mode relative is unknown!'): sched.load_state_dict(sd)
+
+
+def test_plateau_errors_like_torch():
+    cases = [dict(factor=1.0), dict(factor=2), dict(mode='minimum'), dict(threshold_mode='relative'), dict(min_lr=[0.1]),
+             dict(min_lr=(0.1, 0.2, 0.3)), dict(factor=1.0, mode='x')]
+    for kwargs in cases:
+        opt, topt = optimizers()
+        with pytest.raises(ValueError) as a: lr_scheduler.ReduceLROnPlateau(opt, **kwargs)
+        with pytest.raises(ValueError) as b: TL.ReduceLROnPlateau(topt, **kwargs)
+        assert str(a.value) == str(b.value), kwargs
+    for bad in (object(), [fs.zeros(1)]):
+        with pytest.raises(TypeError) as a: lr_scheduler.ReduceLROnPlateau(bad)
+        with pytest.raises(TypeError) as b: TL.ReduceLROnPlateau(bad)
+        assert str(a.value) == str(b.value)
+    with pytest.raises(NotImplementedError): lr_scheduler.ReduceLROnPlateau(optimizers()[0]).get_lr()
+
+
+def test_plateau_settings_and_defaults_like_torch():
+    import inspect
+    ours, theirs = inspect.signature(lr_scheduler.ReduceLROnPlateau), inspect.signature(TL.ReduceLROnPlateau)
+    assert [(p.name, p.default) for p in ours.parameters.values()] == [(p.name, p.default) for p in theirs.parameters.values()]
+    opt, topt = optimizers()
+    ours, theirs = lr_scheduler.ReduceLROnPlateau(opt, min_lr=(0.1, 0.2)), TL.ReduceLROnPlateau(topt, min_lr=(0.1, 0.2))
+    assert ours.state_dict() == theirs.state_dict() and isinstance(ours.min_lrs, list)
+    assert 'initial_lr' not in opt.param_groups[0] and ours.get_last_lr() == [0.1, 0.03] and not ours.in_cooldown
+    assert isinstance(ours, lr_scheduler.LRScheduler) and isinstance(theirs, TL.LRScheduler)
+
+
+def test_plateau_step_with_an_epoch_warns_like_torch():
+    opt, topt = optimizers()
+    ours, theirs = lr_scheduler.ReduceLROnPlateau(opt, patience=0), TL.ReduceLROnPlateau(topt, patience=0)
+    for epoch, m in ((5, 1.0), (2, 1.0), (9, 0.5)):
+        with pytest.warns(UserWarning) as a: ours.step(m, epoch)
+        with pytest.warns(UserWarning) as b: theirs.step(m, epoch)
+        assert str(a[0].message) == str(b[0].message) and a[0].filename == __file__
+        assert (ours.last_epoch, ours.get_last_lr()) == (theirs.last_epoch, theirs.get_last_lr())
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        ours.step(1.0)                                       # no warning without an epoch, and none about the order
+
+
+def test_plateau_in_training_matches_torch():
+    rng = np.random.default_rng(3)
+    X, w_true = rng.standard_normal((64, 5)), rng.standard_normal((5, 1))
+    y, w0 = X @ w_true + 0.3 * rng.standard_normal((64, 1)), rng.standard_normal((5, 1))
+    finals = []
+    for lib, L in ((fs, lr_scheduler), (torch, TL)):
+        w = lib.tensor(w0, requires_grad=True)
+        opt = lib.optim.SGD([w], lr=0.3, momentum=0.9)
+        sched, rates = L.ReduceLROnPlateau(opt, patience=3, factor=0.5, threshold=1e-3), []
+        for _ in range(150):
+            loss = ((lib.tensor(X) @ w - lib.tensor(y)) ** 2).mean()
+            loss.backward(); opt.step(); opt.zero_grad()
+            sched.step(loss.item()); rates.append(opt.param_groups[0]['lr'])
+        finals.append((w.detach().numpy(), rates))
+    check_close(finals[0][0], finals[1][0], rtol=1e-10)
+    assert finals[0][1] == finals[1][1] and finals[0][1][-1] < 0.3

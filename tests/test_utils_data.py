@@ -15,12 +15,14 @@ from hypothesis import given, settings, strategies as st
 import fromscratch as fs
 import fromscratch.data
 import fromscratch.utils.data
-from fromscratch.utils.data import (ArrayDataset, BatchSampler, DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler,
-                                    Subset, TensorDataset, default_collate, default_convert, random_split)
+from fromscratch.utils.data import (ArrayDataset, BatchSampler, ChainDataset, ConcatDataset, DataLoader, Dataset, IterableDataset,
+                                    RandomSampler, Sampler, SequentialSampler, Subset, TensorDataset, default_collate,
+                                    default_convert, random_split)
 
 TU = torch.utils.data
 TORCH_NAMES = ['Dataset', 'TensorDataset', 'Subset', 'random_split', 'Sampler', 'SequentialSampler', 'RandomSampler',
-               'BatchSampler', 'default_collate', 'default_convert', 'DataLoader']
+               'BatchSampler', 'default_collate', 'default_convert', 'DataLoader', 'ConcatDataset', 'IterableDataset',
+               'ChainDataset']
 
 
 def same(ours, theirs):
@@ -402,3 +404,172 @@ def test_random_split_of_mnist_trains_through_a_loader():
     np.testing.assert_array_equal(np.sort(got[:, 0]), x[:, 0])
     xb, yb = next(iter(DataLoader(valid, batch_size=5)))
     np.testing.assert_array_equal(xb.numpy(), x[valid.indices[:5]]); np.testing.assert_array_equal(yb.numpy(), y[valid.indices[:5]])
+
+
+# ---------------------------------------------------------------- ConcatDataset
+
+def outcome(f):
+    "('ok', the result) or (the exception's type name, its message)."
+    try: return 'ok', f()
+    except Exception as e: return type(e).__name__, str(e)
+
+
+def concat_parts(lib, data, sizes):
+    "TensorDatasets of library `lib` with the given sizes, numbered on from 100 * part."
+    return [data.TensorDataset(lib.arange(100 * k, 100 * k + n), lib.arange(n) * 2) for k, n in enumerate(sizes)]
+
+
+@pytest.mark.parametrize('sizes', [[3], [3, 5], [0, 4], [4, 0], [2, 0, 0, 3, 1], [1, 1, 1], [0, 0, 2], [7, 0]])
+def test_concat_dataset_indexes_like_torchs(sizes):
+    ours, theirs = ConcatDataset(concat_parts(fs, fs.utils.data, sizes)), TU.ConcatDataset(concat_parts(torch, TU, sizes))
+    assert ours.cumulative_sizes == theirs.cumulative_sizes and len(ours) == len(theirs) == sum(sizes)
+    n = len(theirs)
+    for i in list(range(-n, n)) + [np.int64(n - 1), -np.int64(1)]:
+        same(ours[i], theirs[i])
+    for i in (n, n + 5, -n - 1, -n - 10):
+        assert outcome(lambda: ours[i]) == outcome(lambda: theirs[i])
+    assert isinstance(ours.datasets, list) and len(ours.datasets) == len(sizes)
+
+
+def test_concat_dataset_of_other_datasets_and_through_a_loader_like_torchs():
+    parts = [list(range(5)), range(10, 13), np.arange(20, 24)]
+    ours, theirs = ConcatDataset(iter(parts)), TU.ConcatDataset(iter(parts))
+    assert [ours[i] for i in range(-12, 12)] == [theirs[i] for i in range(-12, 12)]
+    x = np.arange(40.0).reshape(20, 2)
+    ds = ConcatDataset([ArrayDataset(x[:7], np.arange(7)), ArrayDataset(x[7:], np.arange(7, 20))])
+    ds_t = TU.ConcatDataset([TU.TensorDataset(torch.tensor(x[:7]), torch.arange(7)), TU.TensorDataset(torch.tensor(x[7:]), torch.arange(7, 20))])
+    for kw in (dict(batch_size=4), dict(batch_size=6, drop_last=True), dict(batch_size=None)):
+        same(list(DataLoader(ds, **kw)), list(TU.DataLoader(ds_t, **kw)))
+        assert len(DataLoader(ds, **kw)) == len(TU.DataLoader(ds_t, **kw))
+    seen = sorted(int(i) for _, yb in DataLoader(ds, batch_size=3, shuffle=True) for i in yb)
+    assert seen == list(range(20))
+    a, b = random_split(ds, [15, 5], generator=fs.Generator().manual_seed(0))
+    assert sorted(a.indices + b.indices) == list(range(20)) and len(DataLoader(a, batch_size=4)) == 4
+
+
+def test_dataset_plus_makes_a_concat_dataset_like_torchs():
+    for lib, data in ((fs, fs.utils.data), (torch, TU)):
+        a, b, c = concat_parts(lib, data, [2, 3, 1])
+        ab, abc, a_list = a + b, a + b + c, a + [7, 8]
+        assert type(ab) is data.ConcatDataset and ab.cumulative_sizes == [2, 5]
+        assert abc.cumulative_sizes == [5, 6] and len(abc.datasets) == 2 and abc.datasets[0] is not ab
+        assert a_list.cumulative_sizes == [2, 4] and a_list[-1] == 8
+
+
+def no_len(base):
+    "A subclass of `base` (a Dataset class, ours or torch's) with an index and no length."
+    class NoLen(base):
+        def __getitem__(self, i): return i
+    return NoLen
+
+
+def test_concat_dataset_refuses_what_torch_refuses():
+    Stream, Stream_t = streams(IterableDataset), streams(TU.IterableDataset)
+    NoLen, NoLen_t = no_len(Dataset), no_len(TU.Dataset)
+    cases = [(lambda: ConcatDataset([]), lambda: TU.ConcatDataset([])),
+             (lambda: ConcatDataset(iter([])), lambda: TU.ConcatDataset(iter([]))),
+             (lambda: ConcatDataset([TensorDataset(fs.ones(2)), Stream()]), lambda: TU.ConcatDataset([TU.TensorDataset(torch.ones(2)), Stream_t()])),
+             (lambda: ConcatDataset([NoLen()]), lambda: TU.ConcatDataset([NoLen_t()])),
+             (lambda: ConcatDataset([[1], 5]), lambda: TU.ConcatDataset([[1], 5])),
+             (lambda: ConcatDataset(5), lambda: TU.ConcatDataset(5))]
+    for ours, theirs in cases:
+        a, b = outcome(ours), outcome(theirs)
+        assert a[0] != 'ok' and a == b, (a, b)
+    ds, ds_t = ConcatDataset([[1, 2], [3]]), TU.ConcatDataset([[1, 2], [3]])
+    for idx in ('a', slice(0, 2), None):
+        a, b = outcome(lambda: ds[idx]), outcome(lambda: ds_t[idx])
+        assert a[0] == b[0] != 'ok' and a == b, (idx, a, b)
+
+
+def test_concat_dataset_misspelt_attribute_warns_like_torchs():
+    for data in (fs.utils.data, TU):
+        ds = data.ConcatDataset([[1, 2], [3]])
+        with pytest.warns(FutureWarning, match='`cummulative_sizes` attribute is renamed to `cumulative_sizes`') as caught:
+            assert ds.cummulative_sizes == [2, 3]
+        assert caught[0].filename == __file__
+
+
+# ---------------------------------------------------------------- IterableDataset, ChainDataset, and a DataLoader over them
+
+def streams(base, n=7, length=True, pairs=True):
+    "An IterableDataset subclass of `base` over n samples (an (x, y) pair of numpy values, or an int)."
+    class Stream(base):
+        def __init__(self, n=n): self.n = n
+        def __iter__(self):
+            return ((np.arange(3, dtype=np.float32) + i, np.int64(i % 3)) if pairs else i for i in range(self.n))
+    if length: Stream.__len__ = lambda self: self.n
+    return Stream
+
+
+@pytest.mark.parametrize('n', [0, 1, 5, 6, 7, 12])
+@pytest.mark.parametrize('kwargs', [dict(), dict(batch_size=3), dict(batch_size=3, drop_last=True), dict(batch_size=None),
+                                    dict(batch_size=5, collate_fn=lambda b: b), dict(batch_size=2, shuffle=False),
+                                    dict(batch_size=4, num_workers=0, pin_memory=False)], ids=str)
+@pytest.mark.parametrize('pairs', [True, False])
+def test_a_loader_over_a_stream_like_torchs(n, kwargs, pairs):
+    ours, theirs = streams(IterableDataset, n, pairs=pairs)(), streams(TU.IterableDataset, n, pairs=pairs)()
+    dl, dl_t = DataLoader(ours, **kwargs), TU.DataLoader(theirs, **kwargs)
+    assert len(dl) == len(dl_t)
+    assert (dl.batch_size, dl.drop_last) == (dl_t.batch_size, dl_t.drop_last)
+    for _ in range(2):                                                          # two epochs
+        got, want = list(dl), list(dl_t)
+        if kwargs.get('collate_fn'): assert [len(b) for b in got] == [len(b) for b in want]
+        else: same(got, want)
+
+
+def test_len_of_a_loader_needs_the_datasets_length_like_torchs():
+    NoLen, NoLen_t = no_len(Dataset), no_len(TU.Dataset)
+    NoLenStream, NoLenStream_t = streams(IterableDataset, length=False), streams(TU.IterableDataset, length=False)
+    for make, make_t in ((NoLen, NoLen_t), (NoLenStream, NoLenStream_t)):
+        for kw in (dict(), dict(batch_size=3), dict(batch_size=None), dict(batch_size=2, drop_last=True)):
+            dl, dl_t = DataLoader(make(), **kw), TU.DataLoader(make_t(), **kw)
+            a, b = outcome(lambda: len(dl)), outcome(lambda: len(dl_t))
+            assert a == b and a[0] == 'TypeError', (a, b)
+            a, b = outcome(lambda: len(list(dl))), outcome(lambda: len(list(dl_t)))
+            assert a == b, (a, b)                         # indexed: TypeError at the first batch; a stream: read
+    for kw in (dict(shuffle=True), dict(batch_size=2, shuffle=True)):
+        a, b = outcome(lambda: DataLoader(NoLen(), **kw)), outcome(lambda: TU.DataLoader(NoLen_t(), **kw))
+        assert a[0] == b[0] == 'TypeError' and a[1] == b[1]
+    assert outcome(lambda: len(Dataset())) == outcome(lambda: len(TU.Dataset()))
+
+
+def test_a_loader_over_a_stream_refuses_what_torch_refuses():
+    Stream, Stream_t = streams(IterableDataset), streams(TU.IterableDataset)
+    for kw in (dict(shuffle=True), dict(shuffle=1), dict(sampler=[0, 1]), dict(sampler=SequentialSampler(range(3))),
+               dict(batch_sampler=[[0, 1]]), dict(batch_size=0), dict(batch_size=None, drop_last=True),
+               dict(shuffle=True, sampler=[0]), dict(drop_last=1)):
+        kw_t = {k: (TU.SequentialSampler(range(3)) if isinstance(v, SequentialSampler) else v) for k, v in kw.items()}
+        a, b = outcome(lambda: DataLoader(Stream(), **kw)), outcome(lambda: TU.DataLoader(Stream_t(), **kw_t))
+        assert a[0] == b[0] == 'ValueError', (kw, a, b)
+        if 'SequentialSampler' not in str(kw): assert a == b
+        else: assert a[1].split('sampler=')[0] == b[1].split('sampler=')[0]
+    DataLoader(Stream(), shuffle=False); DataLoader(Stream(), shuffle=0)       # accepted, as by torch
+
+
+def test_iterable_dataset_is_abstract_and_indexless_like_torchs():
+    def partial(base):
+        class Partial(base): pass
+        return Partial
+    assert outcome(partial(IterableDataset)) == outcome(partial(TU.IterableDataset))
+    assert outcome(partial(IterableDataset))[0] == 'TypeError'
+    Stream, Stream_t = streams(IterableDataset, length=False), streams(TU.IterableDataset, length=False)
+    for f in (lambda s: s[0], lambda s: len(s)):
+        assert outcome(lambda: f(Stream())) == outcome(lambda: f(Stream_t()))
+    assert isinstance(Stream(), Dataset) and not isinstance([1], IterableDataset) and not isinstance(TensorDataset(fs.ones(2)), IterableDataset)
+
+
+def test_chain_dataset_like_torchs():
+    S, S_t = streams(IterableDataset, pairs=False), streams(TU.IterableDataset, pairs=False)
+    N, N_t = streams(IterableDataset, length=False, pairs=False), streams(TU.IterableDataset, length=False, pairs=False)
+    cases = [(lambda: S(3) + S(2), lambda: S_t(3) + S_t(2)), (lambda: ChainDataset([S(2), S(0), S(4)]), lambda: TU.ChainDataset([S_t(2), S_t(0), S_t(4)])),
+             (lambda: ChainDataset([]), lambda: TU.ChainDataset([])), (lambda: S(2) + N(3), lambda: S_t(2) + N_t(3)),
+             (lambda: ChainDataset([S(2), TensorDataset(fs.arange(2))]), lambda: TU.ChainDataset([S_t(2), TU.TensorDataset(torch.arange(2))])),
+             (lambda: ChainDataset([S(2), [5, 6]]), lambda: TU.ChainDataset([S_t(2), [5, 6]])), (lambda: S(2) + S(1) + S(3), lambda: S_t(2) + S_t(1) + S_t(3))]
+    for make, make_t in cases:
+        ours, theirs = make(), make_t()
+        assert type(ours).__name__ == type(theirs).__name__ == 'ChainDataset'
+        assert outcome(lambda: len(ours)) == outcome(lambda: len(theirs))
+        a, b = outcome(lambda: [int(v) for v in ours]), outcome(lambda: [int(v) for v in theirs])
+        assert a == b, (a, b)
+        a, b = outcome(lambda: [v.tolist() for v in DataLoader(make(), batch_size=2)]), outcome(lambda: [v.tolist() for v in TU.DataLoader(make_t(), batch_size=2)])
+        assert a == b, (a, b)

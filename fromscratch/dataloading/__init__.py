@@ -9,7 +9,10 @@ __all__ = ['ArrayDataset', 'Dataset', 'TensorDataset', 'BatchSampler', 'RandomSa
 # %% ../../nbs/11_data.ipynb
 from fromscratch.dataloading.datasets import (
     ArrayDataset,
+    ChainDataset,
+    ConcatDataset,
     Dataset,
+    IterableDataset,
     TensorDataset,
 )
 from fromscratch.dataloading.samplers import (
@@ -28,7 +31,10 @@ from fromscratch.dataloading.collate import (
 )
 from fromscratch.dataloading.loader import (
     DataLoader,
+    check_iterable_options,
     check_worker_options,
+    iterable_batches,
+    iterable_length,
     loader_samplers,
     seed_generator,
 )

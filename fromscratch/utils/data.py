@@ -6,10 +6,11 @@ Written by hand, like the package's top `__init__.py`: the classes are exported 
 `fromscratch.data`, and this module gives the same objects torch's address (as `torch.utils.data` gathers
 what its submodules define).
 """
-from ..data import (ArrayDataset, BatchSampler, DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler, Subset,
-                    TensorDataset, default_collate, default_convert, random_split)
+from ..data import (ArrayDataset, BatchSampler, ChainDataset, ConcatDataset, DataLoader, Dataset, IterableDataset,
+                    RandomSampler, Sampler, SequentialSampler, Subset, TensorDataset, default_collate, default_convert,
+                    random_split)
 from ..nn.parallel import DistributedSampler
 
-__all__ = ['Dataset', 'TensorDataset', 'ArrayDataset', 'Subset', 'random_split', 'Sampler', 'SequentialSampler',
-           'RandomSampler', 'BatchSampler', 'default_collate', 'default_convert', 'DataLoader',
-           'DistributedSampler']
+__all__ = ['Dataset', 'TensorDataset', 'ArrayDataset', 'ConcatDataset', 'IterableDataset', 'ChainDataset', 'Subset',
+           'random_split', 'Sampler', 'SequentialSampler', 'RandomSampler', 'BatchSampler', 'default_collate',
+           'default_convert', 'DataLoader', 'DistributedSampler']
