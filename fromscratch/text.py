@@ -54,10 +54,12 @@ def names_sample(kind='surnames'):
 
 # %% ../nbs/12b_makemore.ipynb
 class CharVocab:
-    "Characters to ids and back; id 0 is the boundary `'.'` that starts and ends a word."
+    """Characters to ids and back; id 0 is the boundary `'.'` that starts and ends a
+    word."""
     def __init__(self, words, boundary='.'):
         chars = sorted(set(''.join(words)))
-        if boundary in chars: raise ValueError(f"the words contain the boundary {boundary!r}")
+        if boundary in chars:
+            raise ValueError(f"the words contain the boundary {boundary!r}")
         self.itos = [boundary, *chars]
         self.stoi = {c: i for i, c in enumerate(self.itos)}
     def __len__(self): return len(self.itos)
@@ -65,7 +67,10 @@ class CharVocab:
     def encode(self, word):
         "The ids of the characters of `word`."
         missing = sorted(set(word) - self.stoi.keys())
-        if missing: raise ValueError(f"{word!r} has characters not in the vocabulary: {missing}")
+        if missing:
+            raise ValueError(
+                f"{word!r} has characters not in the vocabulary: {missing}"
+            )
         return [self.stoi[c] for c in word]
     def decode(self, ids): return ''.join(self.itos[int(i)] for i in ids)
 
@@ -79,8 +84,8 @@ def split_words(words, valid_fraction=0.1, seed=0):
 
 # %% ../nbs/12b_makemore.ipynb
 def bigram_pairs(words, vocab):
-    """Every (character, next character) pair of `words`, each framed by the boundary, as
-    two int64 arrays."""
+    """Every (character, next character) pair of `words`, each framed by the boundary,
+    as two int64 arrays."""
     framed = [[0, *vocab.encode(w), 0] for w in words]
     first = np.fromiter((a for ids in framed for a in ids[:-1]), np.int64)
     second = np.fromiter((b for ids in framed for b in ids[1:]), np.int64)
@@ -88,27 +93,29 @@ def bigram_pairs(words, vocab):
 
 # %% ../nbs/12b_makemore.ipynb
 def bigram_counts(words, vocab):
-    """`counts[a, b]`: how often character `b` follows `a` in `words`, each word framed by
-    the boundary."""
+    """`counts[a, b]`: how often character `b` follows `a` in `words`, each word framed
+    by the boundary."""
     counts = np.zeros((len(vocab), len(vocab)), dtype=np.int64)
     np.add.at(counts, bigram_pairs(words, vocab), 1)
     return counts
 
 # %% ../nbs/12b_makemore.ipynb
 def bigram_probs(counts, smoothing=1.0):
-    "The rows of `counts + smoothing`, each divided by its sum: P(next character | character)."
+    """The rows of `counts + smoothing`, each divided by its sum: P(next character |
+    character)."""
     smoothed = counts + smoothing
     return smoothed / smoothed.sum(axis=1, keepdims=True)
 
 def bigram_loss(probs, words, vocab):
-    "The mean of -ln P[a, b] over the character pairs of `words`, in nats per character."
+    """The mean of -ln P[a, b] over the character pairs of `words`, in nats per
+    character."""
     first, second = bigram_pairs(words, vocab)
     return float(-np.log(probs[first, second]).mean())
 
 # %% ../nbs/12b_makemore.ipynb
 def context_windows(words, vocab, block_size):
-    """`(X, Y)`: for each character of each word framed by the boundary, the `block_size`
-    ids before it (X, int64) and its id (Y)."""
+    """`(X, Y)`: for each character of each word framed by the boundary, the
+    `block_size` ids before it (X, int64) and its id (Y)."""
     X, Y = [], []
     for word in words:
         context = [0] * block_size
@@ -116,12 +123,14 @@ def context_windows(words, vocab, block_size):
             X.append(context)
             Y.append(i)
             context = [*context[1:], i]
-    return np.array(X, dtype=np.int64).reshape(-1, block_size), np.array(Y, dtype=np.int64)
+    return np.array(X, dtype=np.int64).reshape(-1, block_size), np.array(
+        Y, dtype=np.int64
+    )
 
-# %% ../nbs/12c_gpt.ipynb 9
+# %% ../nbs/12c_gpt.ipynb 11
 def name_sequences(words, vocab, block_size):
-    """`(X, Y)`, int64 `(len(words), block_size)`: each word after the boundary in X, and
-    in Y each next id, the boundary at the end, then -1."""
+    """`(X, Y)`, int64 `(len(words), block_size)`: each word after the boundary in X,
+    and in Y each next id, the boundary at the end, then -1."""
     X = np.zeros((len(words), block_size), dtype=np.int64)
     Y = np.full((len(words), block_size), -1, dtype=np.int64)
     for row, word in enumerate(words):

@@ -101,9 +101,11 @@ def mnist_cnn(size=28, layers=nn):
     )
 
 ModelChoice = namedtuple('ModelChoice', 'build epochs batch_size lr momentum')
-MODELS = {'mlp': ModelChoice(mnist_mlp, epochs=5, batch_size=32, lr=0.3, momentum=0.0),
-          'cnn': ModelChoice(mnist_cnn, epochs=6, batch_size=64, lr=0.1, momentum=0.9),
-          'gpt': ModelChoice(None, epochs=1, batch_size=32, lr=3e-3, momentum=0.0)}  # 12c_gpt
+MODELS = {
+    'mlp': ModelChoice(mnist_mlp, epochs=5, batch_size=32, lr=0.3, momentum=0.0),
+    'cnn': ModelChoice(mnist_cnn, epochs=6, batch_size=64, lr=0.1, momentum=0.9),
+    'gpt': ModelChoice(None, epochs=1, batch_size=32, lr=3e-3, momentum=0.0),
+}  # 12c_gpt
 
 # %% ../nbs/12a_train.ipynb
 PROG = 'python -m fromscratch.train'
@@ -129,7 +131,8 @@ def make_parser():
             "The last line on stdout is `accuracy=<float> loss=<float>"
             " seconds=<float>`: the validation accuracy and loss after the last epoch,"
             " and the training time; for gpt, `loss=<float> bigram=<float>"
-            " seconds=<float>`, the validation loss per character, the bigram's, the time."
+            " seconds=<float>`, the validation loss per character, the bigram's, the"
+            " time."
         ),
     )
     p.add_argument(
@@ -156,7 +159,10 @@ def make_parser():
     p.add_argument(
         '--lr',
         type=number_type(float, 0),
-        help='learning rate (with one-cycle, its peak): default 0.3; cnn: 0.1; gpt: 0.003',
+        help=(
+            'learning rate (with one-cycle, its peak): default 0.3; cnn: 0.1; gpt:'
+            ' 0.003'
+        ),
     )
     p.add_argument(
         '--schedule',
@@ -299,10 +305,13 @@ def option_problems(args):
         problems.append("argument --mirror: only used with --full")
     for option, given in (('--full', args.full), ('--nproc', args.nproc > 1)):
         if gpt and given:
-            problems.append(f"argument {option}: not for --model gpt, which reads names")
+            problems.append(
+                f"argument {option}: not for --model gpt, which reads names"
+            )
     if args.train_size is not None and args.train_size > n:
-        where = 'the names' if gpt else 'the full set' if args.full else 'the sample'
-        problems.append(f"argument --train-size: {where} has {n:,} training"
+        where = ('the surnames have' if gpt else
+                 f"{'the full set' if args.full else 'the sample'} has")
+        problems.append(f"argument --train-size: {where} {n:,} training"
                         f" {'names' if gpt else 'images'}, got {args.train_size:,}")
     problems += distributed_problems(args)
     return problems
@@ -483,12 +492,11 @@ def train(args, rank=0, world_size=1):
 
 # %% ../nbs/12a_train.ipynb
 def run_gpt(args):
-    """The GPT run of `args` (`gpt_run`, `12c_gpt`): its `History`, the bigram's validation
-    loss and five names."""
+    "The GPT run of `args` (`gpt_run`, `12c_gpt`): its `History`, bigram loss, names."
     from fromscratch.models.gpt import gpt_run  # loaded only for this model
+    options = ('epochs', 'batch_size', 'lr', 'schedule', 'seed', 'train_size', 'bars')
     with np.errstate(over='ignore', invalid='ignore', divide='ignore'):
-        history, bigram, names = gpt_run(args.epochs, args.batch_size, args.lr,
-                                         args.schedule, args.seed, args.train_size, args.bars)
+        history, bigram, names = gpt_run(*(getattr(args, o) for o in options))
     if not math.isfinite(loss := history.epochs[-1]['valid_loss']):
         raise TrainingDiverged(f"training diverged (loss={loss}): try a smaller --lr")
     return history, bigram, names
@@ -549,14 +557,13 @@ def main(argv=None):
             warnings.showwarning = warn_in_one_line
             if args.model == 'gpt': history, bigram, names = run_gpt(args)
             else: history = train(args) if args.nproc == 1 else train_processes(args)
-            if args.plot is not None: save_plot(history, args.plot, f'--model {args.model}')
-        last, seconds = history.epochs[-1], f"seconds={history.seconds:.2f}"
-        if args.model == 'gpt':
-            print(f"names: {' '.join(names)}")
-            print(f"loss={last['valid_loss']:.4f} bigram={bigram:.4f} {seconds}", flush=True)
-        else:
-            print(f"accuracy={last['accuracy']:.4f} loss={last['valid_loss']:.4f} {seconds}",
-                  flush=True)
+            if args.plot is not None:
+                save_plot(history, args.plot, f'--model {args.model}')
+        last, loss = history.epochs[-1], f"loss={history.epochs[-1]['valid_loss']:.4f}"
+        if args.model == 'gpt': print(f"names: {' '.join(names)}")
+        fields = ([loss, f"bigram={bigram:.4f}"] if args.model == 'gpt'
+                  else [f"accuracy={last['accuracy']:.4f}", loss])
+        print(*fields, f"seconds={history.seconds:.2f}", flush=True)
     except BrokenPipeError:
         return stdout_gone()  # `| head` has what it wanted
     except (

@@ -47,8 +47,8 @@ def mlp_logits(p, X):
 
 # %% ../../nbs/12b_makemore.ipynb
 def train_mlp(params, X, Y, lrs, batch_size=32, generator=None):
-    """One SGD step per learning rate in `lrs` on random batches of `(X, Y)`; the loss of
-    each step."""
+    """One SGD step per learning rate in `lrs` on random batches of `(X, Y)`; the loss
+    of each step."""
     rng = np.random.default_rng(0) if generator is None else generator
     for p in params.values(): p.requires_grad_()
     losses = []
@@ -79,7 +79,8 @@ def bn_mlp_params(vocab_size=27, block_size=3, n_embd=10, n_hidden=64, generator
 
 # %% ../../nbs/12b_makemore.ipynb
 def bn_mlp_forward(p, X, Y, eps=1e-5):
-    "The normalised MLP's loss on `(X, Y)` and a dict of every intermediate the backward needs."
+    """The normalised MLP's loss on `(X, Y)` and a dict of every intermediate the
+    backward needs."""
     emb = p['C'][X]
     embcat = emb.view(emb.shape[0], -1)
     a = embcat @ p['W1']
@@ -89,7 +90,9 @@ def bn_mlp_forward(p, X, Y, eps=1e-5):
     h = (p['gain'] * ahat + p['bias']).tanh()
     logits = h @ p['W2'] + p['b2']
     loss = F.cross_entropy(logits, Y)
-    return loss, dict(X=X, Y=Y, embcat=embcat, ahat=ahat, invstd=invstd, h=h, logits=logits)
+    return loss, dict(
+        X=X, Y=Y, embcat=embcat, ahat=ahat, invstd=invstd, h=h, logits=logits
+    )
 
 # %% ../../nbs/12b_makemore.ipynb
 def cross_entropy_backward(logits, Y):
@@ -99,8 +102,8 @@ def cross_entropy_backward(logits, Y):
 
 # %% ../../nbs/12b_makemore.ipynb
 def batch_norm_backward(grad_out, ahat, invstd, gain):
-    """The gradients of `gain * ahat + bias` (with `ahat` normalised over the batch) with
-    respect to its input, `gain` and `bias`."""
+    """The gradients of `gain * ahat + bias` (with `ahat` normalised over the batch)
+    with respect to its input, `gain` and `bias`."""
     n = grad_out.shape[0]
     g = gain * grad_out
     grad_a = invstd / n * (n * g - g.sum(0) - ahat * (g * ahat).sum(0))
@@ -108,14 +111,18 @@ def batch_norm_backward(grad_out, ahat, invstd, gain):
 
 # %% ../../nbs/12b_makemore.ipynb
 def embedding_backward(grad_emb, X, num_embeddings):
-    "d(loss)/dC for `emb = C[X]`: each row of `grad_emb` added into the row of C that X names."
+    """d(loss)/dC for `emb = C[X]`: each row of `grad_emb` added into the row of C that
+    X names."""
     rows = grad_emb.reshape(-1, grad_emb.shape[-1])
     index = X.reshape(-1, 1).expand(-1, rows.shape[1])
-    return fs.zeros(num_embeddings, rows.shape[1], dtype=rows.dtype).scatter_add(0, index, rows)
+    return fs.zeros(num_embeddings, rows.shape[1], dtype=rows.dtype).scatter_add(
+        0, index, rows
+    )
 
 # %% ../../nbs/12b_makemore.ipynb
 def bn_mlp_backward(p, c):
-    "Every gradient of the normalised MLP's loss, by hand, from `c`, the forward's intermediates."
+    """Every gradient of the normalised MLP's loss, by hand, from `c`, the forward's
+    intermediates."""
     with fs.no_grad():
         p, c = ({k: v.detach() for k, v in d.items()} for d in (p, c))
         dlogits = cross_entropy_backward(c['logits'], c['Y'])
@@ -123,5 +130,7 @@ def bn_mlp_backward(p, c):
         dy = (1 - c['h'] ** 2) * dh
         da, dgain, dbias = batch_norm_backward(dy, c['ahat'], c['invstd'], p['gain'])
         dW1, dembcat = c['embcat'].T @ da, da @ p['W1'].T
-        dC = embedding_backward(dembcat.view(*c['X'].shape, -1), c['X'], p['C'].shape[0])
+        dC = embedding_backward(
+            dembcat.view(*c['X'].shape, -1), c['X'], p['C'].shape[0]
+        )
     return dict(C=dC, W1=dW1, gain=dgain, bias=dbias, W2=dW2, b2=db2)

@@ -91,7 +91,7 @@ from fromscratch.nn import (
     utils,
 )  # PyTorch's module path for the two functions above: `nn.utils.clip_grad_norm_`
 
-# %% ../../nbs/12c_gpt.ipynb 49
+# %% ../../nbs/12c_gpt.ipynb 7
 from .modules.attention import MultiheadAttention
 from fromscratch.nn.modules.transformer import (
     TransformerEncoder,

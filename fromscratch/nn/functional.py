@@ -89,7 +89,7 @@ _all_ = [
     'embedding',
 ]
 
-# %% ../../nbs/12c_gpt.ipynb 48
+# %% ../../nbs/12c_gpt.ipynb 6
 from .functions.attention import scaled_dot_product_attention
 
 _all_ = ['scaled_dot_product_attention']

@@ -170,7 +170,9 @@ def power(x, y):
             )  # sqrt(-inf) is nan and 1/sqrt(-0.0) is -inf
         if (isinstance(x, np.ndarray) and x.dtype.kind == 'f'
                 and isinstance(y, (int, float)) and y in (3, -2)):
-            return x * x * x if y == 3 else 1 / (x * x)  # PyTorch's products, bit for bit
+            return (
+                x * x * x if y == 3 else 1 / (x * x)
+            )  # PyTorch's products, bit for bit
         if isinstance(y, np.ndarray) and y.dtype.kind in 'iu' and (y < 0).any():
             return int_power(x, y)
         if (

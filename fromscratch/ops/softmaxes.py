@@ -52,7 +52,9 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, a, dim):
         x, ctx.dim = as_float(a.array), dim_index(dim, a.array.ndim)
-        with np.errstate(invalid='ignore'):  # a row of -inf gives nan, without a warning
+        with np.errstate(
+            invalid='ignore'
+        ):  # a row of -inf gives nan, without a warning
             e = np.exp(x - x.max(axis=ctx.dim, keepdims=True, initial=-np.inf))
             e /= e.sum(axis=ctx.dim, keepdims=True)
         out = Tensor(e)
@@ -75,7 +77,9 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, a, dim):
         x, ctx.dim = as_float(a.array), dim_index(dim, a.array.ndim)
-        with np.errstate(invalid='ignore'):  # a row of -inf gives nan, without a warning
+        with np.errstate(
+            invalid='ignore'
+        ):  # a row of -inf gives nan, without a warning
             shifted = x - x.max(axis=ctx.dim, keepdims=True, initial=-np.inf)
             shifted -= np.log(np.exp(shifted).sum(axis=ctx.dim, keepdims=True))
         out = Tensor(shifted)

@@ -9,13 +9,14 @@ import warnings
 
 import numpy as np
 
-from ...core import Tensor
+from ...core import Tensor, ones
 from .regularization import dropout
 
 # %% ../../../nbs/12c_gpt.ipynb
 def causal_mask(L, S):
-    "The boolean mask that lets query i see keys 0 to i (torch's `is_causal`, top-left)."
-    return Tensor(np.tril(np.ones((L, S), dtype=bool)))
+    """The boolean mask that lets query i see keys 0 to i (torch's `is_causal`,
+    top-left)."""
+    return ones(L, S, dtype=bool).tril()
 
 def attention_bias(attn_mask, is_causal, L, S, dtype):
     """The float mask added to `L`×`S` attention scores: `-inf` where a boolean mask is
@@ -41,8 +42,10 @@ def repeat_heads(t, heads):
     "`t` (..., h, S, E) with each of its h heads repeated to make `heads` heads."
     h = t.shape[-3]
     if heads % h:
-        raise RuntimeError(f"number of heads in key/value ({h}) must divide the number of"
-                           f" heads in query ({heads})")
+        raise RuntimeError(
+            f"number of heads in key/value ({h}) must divide the number of"
+            f" heads in query ({heads})"
+        )
     lead = t.shape[:-3]
     return t.unsqueeze(-3).expand(*lead, h, heads // h, *t.shape[-2:]).reshape(
         *lead, heads, *t.shape[-2:])
@@ -53,9 +56,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """softmax(query @ key.T * scale + mask) @ value over the last two dimensions, as
     `torch.nn.functional.scaled_dot_product_attention`."""
     L, S = query.shape[-2], key.shape[-2]
-    if is_causal and attn_mask is not None and query.ndim != 4:   # 4-D: both masks apply
-        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be"
-                           " set when is_causal=True")
+    if is_causal and attn_mask is not None and query.ndim != 4:  # 4-D: both masks apply
+        raise RuntimeError(
+            "_scaled_dot_product_attention: Explicit attn_mask should not be"
+            " set when is_causal=True"
+        )
     scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
     if enable_gqa:
         key, value = (repeat_heads(t, query.shape[-3]) for t in (key, value))

@@ -11,6 +11,7 @@ import numpy as np
 
 from ...core import defaults, zeros
 from .. import init
+from ..functions.affine import linear
 from fromscratch.nn.functions.attention import (
     attention_bias,
     safe_softmax,
@@ -23,11 +24,14 @@ from ..parameter import Parameter
 from ...ops import cat
 
 # %% ../../../nbs/12c_gpt.ipynb
-MISMATCHED_MASKS = ("Support for mismatched key_padding_mask and attn_mask is deprecated."
-                    " Use same type for both instead.")
+MISMATCHED_MASKS = (
+    "Support for mismatched key_padding_mask and attn_mask is deprecated."
+    " Use same type for both instead."
+)
 
 def float_mask(mask, dtype):
-    "A mask as scores to add: `-inf` where a boolean mask is True, a float mask as it is."
+    """A mask as scores to add: `-inf` where a boolean mask is True, a float mask as it
+    is."""
     if mask is None or mask.dtype != bool: return mask
     return zeros(mask.shape, dtype=dtype).masked_fill(mask, float('-inf'))
 
@@ -37,9 +41,15 @@ def merge_masks(attn_mask, key_padding_mask, n, heads, L, S, dtype):
     if attn_mask is not None and attn_mask.ndim == 2 and attn_mask.shape != (L, S):
         raise RuntimeError(f"The shape of the 2D attn_mask is {attn_mask.shape},"
                            f" but should be {(L, S)}.")
-    if attn_mask is not None and attn_mask.ndim == 3 and attn_mask.shape != (n * heads, L, S):
-        raise RuntimeError(f"The shape of the 3D attn_mask is {attn_mask.shape},"
-                           f" but should be {(n * heads, L, S)}.")
+    if (
+        attn_mask is not None
+        and attn_mask.ndim == 3
+        and attn_mask.shape != (n * heads, L, S)
+    ):
+        raise RuntimeError(
+            f"The shape of the 3D attn_mask is {attn_mask.shape},"
+            f" but should be {(n * heads, L, S)}."
+        )
     if (attn_mask is not None and key_padding_mask is not None
             and (attn_mask.dtype == bool) != (key_padding_mask.dtype == bool)):
         warnings.warn(MISMATCHED_MASKS)
@@ -52,7 +62,8 @@ def merge_masks(attn_mask, key_padding_mask, n, heads, L, S, dtype):
 
 # %% ../../../nbs/12c_gpt.ipynb
 class MultiheadAttention(Module):
-    "Attention with `num_heads` heads over slices of `embed_dim`, as `torch.nn.MultiheadAttention`."
+    """Attention with `num_heads` heads over slices of `embed_dim`, as
+    `torch.nn.MultiheadAttention`."""
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
                  add_zero_attn=False, kdim=None, vdim=None, batch_first=False,
                  device=None, dtype=None):
@@ -72,7 +83,8 @@ class MultiheadAttention(Module):
 
 # %% ../../../nbs/12c_gpt.ipynb
 def make_parameters(self, bias, add_bias_kv, dtype):
-    "Register the projections (one matrix, or three for other key/value widths) and biases."
+    """Register the projections (one matrix, or three for other key/value widths) and
+    biases."""
     E, empty = self.embed_dim, lambda *shape: Parameter(np.empty(shape, dtype))
     same = self._qkv_same_embed_dim
     self.register_parameter('in_proj_weight', empty(3 * E, E) if same else None)
@@ -84,9 +96,16 @@ def make_parameters(self, bias, add_bias_kv, dtype):
     self.register_parameter('bias_v', empty(1, 1, E) if add_bias_kv else None)
 
 def _reset_parameters(self):
-    "torch's initialisation: Xavier-uniform projections, zero biases, Xavier-normal bias_k/v."
-    for w in (self.in_proj_weight, self.q_proj_weight, self.k_proj_weight, self.v_proj_weight):
-        if w is not None: init.xavier_uniform_(w)
+    """torch's initialisation: Xavier-uniform projections, zero biases, Xavier-normal
+    bias_k/v."""
+    for w in (
+        self.in_proj_weight,
+        self.q_proj_weight,
+        self.k_proj_weight,
+        self.v_proj_weight,
+    ):
+        if w is not None:
+            init.xavier_uniform_(w)
     for b in (self.in_proj_bias, self.out_proj.bias):
         if b is not None: init.constant_(b, 0.0)
     for b in (self.bias_k, self.bias_v):
@@ -97,18 +116,23 @@ MultiheadAttention._reset_parameters = _reset_parameters
 
 # %% ../../../nbs/12c_gpt.ipynb
 def project(self, query, key, value):
-    "The queries, keys and values: the three slices of `in_proj_weight` (or the three matrices)."
-    E = self.embed_dim
-    ws = ((self.in_proj_weight[:E], self.in_proj_weight[E:2 * E], self.in_proj_weight[2 * E:])
-          if self._qkv_same_embed_dim
+    """The queries, keys and values: for self-attention one product with
+    `in_proj_weight`, cut in three; else each input times its slice (or its own
+    matrix)."""
+    E, w, b = self.embed_dim, self.in_proj_weight, self.in_proj_bias
+    thirds = lambda t: (t[..., :E], t[..., E:2 * E], t[..., 2 * E:])
+    if self._qkv_same_embed_dim and query is key is value:
+        return thirds(linear(query, w, b))
+    ws = ((w[:E], w[E:2 * E], w[2 * E:]) if self._qkv_same_embed_dim
           else (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight))
-    bs = ((None,) * 3 if self.in_proj_bias is None
-          else (self.in_proj_bias[:E], self.in_proj_bias[E:2 * E], self.in_proj_bias[2 * E:]))
-    return [x @ w.T if b is None else x @ w.T + b for x, w, b in zip((query, key, value), ws, bs)]
+    bs = (None,) * 3 if b is None else thirds(b)
+    return [linear(x, w_, b_) for x, w_, b_ in zip((query, key, value), ws, bs)]
 
 def split_heads(self, x):
     "(n, L, embed_dim) to (n, num_heads, L, head_dim)."
-    return x.reshape(x.shape[0], x.shape[1], self.num_heads, self.head_dim).transpose(1, 2)
+    return x.reshape(x.shape[0], x.shape[1], self.num_heads, self.head_dim).transpose(
+        1, 2
+    )
 
 MultiheadAttention.project, MultiheadAttention.split_heads = project, split_heads
 
@@ -148,9 +172,11 @@ def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
             attn_mask=None, average_attn_weights=True, is_causal=False):
     "Attend from `query` to `key`/`value`; (output, weights or None)."
     if is_causal and attn_mask is None:
-        raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use "
-                           "the Transformer module method `generate_square_subsequent_mask` "
-                           "to create this mask.")
+        raise RuntimeError(
+            "Need attn_mask if specifying the is_causal hint. You may use "
+            "the Transformer module method `generate_square_subsequent_mask` "
+            "to create this mask."
+        )
     unbatched = query.ndim == 2
     if unbatched: query, key, value = (t.unsqueeze(1) for t in (query, key, value))
     if not self.batch_first or unbatched:
@@ -158,7 +184,9 @@ def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
     if unbatched and key_padding_mask is not None:
         key_padding_mask = key_padding_mask.unsqueeze(0)
     q, k, v = self.project(query, key, value)
-    k, v, attn_mask, key_padding_mask = self.append_keys(k, v, attn_mask, key_padding_mask)
+    k, v, attn_mask, key_padding_mask = self.append_keys(
+        k, v, attn_mask, key_padding_mask
+    )
     q, k, v = (self.split_heads(t) for t in (q, k, v))
     if self.add_zero_attn:
         k, v = (cat([t, zeros(*t.shape[:2], 1, t.shape[3], dtype=t.dtype)], 2)

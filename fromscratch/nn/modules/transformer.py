@@ -25,14 +25,27 @@ def activation_function(activation):
 
 # %% ../../../nbs/12c_gpt.ipynb
 class TransformerEncoderLayer(Module):
-    "Self-attention and a feed-forward MLP, each with a residual and a `LayerNorm`, as torch's."
-    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation=relu,
-                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
-                 device=None, dtype=None):
+    """Self-attention and a feed-forward MLP, each with a residual and a `LayerNorm`, as
+    torch's."""
+    def __init__(
+        self,
+        d_model,
+        nhead,
+        dim_feedforward=2048,
+        dropout=0.1,
+        activation=relu,
+        layer_norm_eps=1e-5,
+        batch_first=False,
+        norm_first=False,
+        bias=True,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         kw = dict(bias=bias, device=device, dtype=dtype)
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout,
-                                            batch_first=batch_first, **kw)
+        self.self_attn = MultiheadAttention(
+            d_model, nhead, dropout=dropout, batch_first=batch_first, **kw
+        )
         self.linear1 = Linear(d_model, dim_feedforward, **kw)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, **kw)
@@ -44,7 +57,8 @@ class TransformerEncoderLayer(Module):
 
 # %% ../../../nbs/12c_gpt.ipynb
 def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
-    "The block on `src`: pre-norm `x + f(norm(x))` if `norm_first`, else `norm(x + f(x))`."
+    """The block on `src`: pre-norm `x + f(norm(x))` if `norm_first`, else `norm(x +
+    f(x))`."""
     x = src
     if self.norm_first:
         x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
@@ -53,15 +67,25 @@ def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False
     return self.norm2(x + self._ff_block(x))
 
 def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-    out = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                         need_weights=False, is_causal=is_causal)[0]
+    out = self.self_attn(
+        x,
+        x,
+        x,
+        attn_mask=attn_mask,
+        key_padding_mask=key_padding_mask,
+        need_weights=False,
+        is_causal=is_causal,
+    )[0]
     return self.dropout1(out)
 
 def _ff_block(self, x):
     return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
 TransformerEncoderLayer.forward = forward
-TransformerEncoderLayer._sa_block, TransformerEncoderLayer._ff_block = _sa_block, _ff_block
+TransformerEncoderLayer._sa_block, TransformerEncoderLayer._ff_block = (
+    _sa_block,
+    _ff_block,
+)
 
 # %% ../../../nbs/12c_gpt.ipynb
 class TransformerEncoder(Module):
@@ -69,7 +93,9 @@ class TransformerEncoder(Module):
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True,
                  mask_check=True):
         super().__init__()
-        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
+        self.layers = ModuleList(
+            [copy.deepcopy(encoder_layer) for _ in range(num_layers)]
+        )
         self.num_layers, self.norm = num_layers, norm
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         for layer in self.layers:
