@@ -175,6 +175,11 @@ def power(x, y):
             return (
                 np.sqrt(x) if y == 0.5 else 1 / np.sqrt(x)
             )  # sqrt(-inf) is nan and 1/sqrt(-0.0) is -inf
+        if (isinstance(x, np.ndarray) and x.dtype.kind == 'f'
+                and isinstance(y, (int, float)) and y in (3, -2)):
+            return (
+                x * x * x if y == 3 else 1 / (x * x)
+            )  # PyTorch's products, bit for bit
         if isinstance(y, np.ndarray) and y.dtype.kind in 'iu' and (y < 0).any():
             return int_power(x, y)
         if (

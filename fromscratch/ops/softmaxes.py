@@ -52,8 +52,11 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, a, dim):
         x, ctx.dim = as_float(a.array), dim_index(dim, a.array.ndim)
-        e = np.exp(x - x.max(axis=ctx.dim, keepdims=True, initial=-np.inf))
-        e /= e.sum(axis=ctx.dim, keepdims=True)
+        with np.errstate(
+            invalid='ignore'
+        ):  # a row of -inf gives nan, without a warning
+            e = np.exp(x - x.max(axis=ctx.dim, keepdims=True, initial=-np.inf))
+            e /= e.sum(axis=ctx.dim, keepdims=True)
         out = Tensor(e)
         ctx.save_for_backward(alias(out))
         return out
@@ -74,8 +77,11 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, a, dim):
         x, ctx.dim = as_float(a.array), dim_index(dim, a.array.ndim)
-        shifted = x - x.max(axis=ctx.dim, keepdims=True, initial=-np.inf)
-        shifted -= np.log(np.exp(shifted).sum(axis=ctx.dim, keepdims=True))
+        with np.errstate(
+            invalid='ignore'
+        ):  # a row of -inf gives nan, without a warning
+            shifted = x - x.max(axis=ctx.dim, keepdims=True, initial=-np.inf)
+            shifted -= np.log(np.exp(shifted).sum(axis=ctx.dim, keepdims=True))
         out = Tensor(shifted)
         ctx.save_for_backward(alias(out))
         return out
