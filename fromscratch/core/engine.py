@@ -8,7 +8,9 @@ import numpy as np
 
 from .engine_ops import Add, cast, expandable, sum_to
 from .grad_switch import grad_mode
-from .graph import AccumulateGrad, Function, Tensor, edge, linear_jvp
+from fromscratch.core.graph import (
+    AccumulateGrad, Function, Tensor, edge, forward_mode, linear_jvp
+)
 
 # %% ../../nbs/06_tensor.ipynb
 def dependencies(roots):
@@ -29,8 +31,9 @@ def add_grads(a, b):
     arrays, or tensors."""
     if a is None: return b
     if not isinstance(a, Tensor): return np.asarray(a + b)  # a 0-d sum: a numpy scalar
-    if a.grad_fn is None and b.grad_fn is None: return Tensor(a.array + b.array)
-    return Add.apply(a, b)
+    if a.grad_fn is None and b.grad_fn is None and forward_mode.level is None:
+        return Tensor(a.array + b.array)
+    return Add.apply(a, b)  # recorded, or run by a transform (a batch, tangents)
 
 class Slots(list):
     """The gradients that have reached a node, one slot per output, and `own[k]`:
@@ -437,7 +440,7 @@ def node_hooks(node, buf, arrays):
         for k, store in node.post_hooks.items():
             if buf[k] is not None: store(as_tensor_grad(buf[k]))
 
-# %% ../../nbs/08_autograd.ipynb 95
+# %% ../../nbs/08_autograd.ipynb 96
 def run_post_accumulate(hooks, t):
     """Call each post-accumulate hook with the leaf `t`, whose `.grad` holds the new
     sum; each must return None."""
