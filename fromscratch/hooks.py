@@ -79,7 +79,7 @@ def retain_grad(self):
     if self.grad_fn.post_hooks is None: self.grad_fn.post_hooks = {}
     self.grad_fn.post_hooks[self._output_nr] = store
 
-# %% ../nbs/08_autograd.ipynb 97
+# %% ../nbs/08_autograd.ipynb 98
 def register_post_accumulate_grad_hook(self, hook):
     """Call `hook(self)` each time a backward has accumulated a gradient into this
     leaf's `.grad`; returns a handle."""

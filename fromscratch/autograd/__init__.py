@@ -37,7 +37,7 @@ _all_ = [
 ]
 
 # %% ../../nbs/08_autograd.ipynb
-from . import functional, graph
+from . import functional, graph, profiler
 from fromscratch.autograd.gradcheck import (
     GradcheckError, numerical_jacobian, analytical_jacobian, gradcheck, gradgradcheck
 )

@@ -86,6 +86,8 @@ class Run:
         self.retain_graph, self.arrays = retain_graph, arrays
         self.capture, self.targets = capture, targets
         self.captured, self.wanted = {}, None
+        # what runs at a node and at a leaf (a profile, 08, times them)
+        self.at_node, self.at_leaf = at_node, at_leaf
 
 def propagate(run, roots, seeds):
     """Run every node of the graph below `roots` once all the gradients it waits for
@@ -105,8 +107,8 @@ def propagate(run, roots, seeds):
         buf = buffers.pop(node, None)
         if buf is not None and (run.wanted is None or node in run.wanted):
             if isinstance(node, AccumulateGrad):
-                at_leaf(run, node, buf)
-            elif at_node(run, node, buf, buffers) and not run.retain_graph:
+                run.at_leaf(run, node, buf)
+            elif run.at_node(run, node, buf, buffers) and not run.retain_graph:
                 node.release()
         for child, _ in node.edges:
             if child is None: continue
@@ -179,6 +181,8 @@ def run_backward(roots, seeds, retain_graph, create_graph, capture=None, targets
     captured for `autograd.grad`."""
     keep_graph = create_graph if retain_graph is None else retain_graph
     run = Run(keep_graph, not create_graph, capture, targets)
+    top = forward_mode.level
+    if top is not None and top.kind == 'profile': top.watch(run)  # (08)
     with grad_mode.switch(create_graph):
         propagate(run, roots, [g.array for g in seeds] if run.arrays else seeds)
     return {k: as_tensor_grad(g) for k, g in run.captured.items()}
@@ -440,7 +444,7 @@ def node_hooks(node, buf, arrays):
         for k, store in node.post_hooks.items():
             if buf[k] is not None: store(as_tensor_grad(buf[k]))
 
-# %% ../../nbs/08_autograd.ipynb 96
+# %% ../../nbs/08_autograd.ipynb 97
 def run_post_accumulate(hooks, t):
     """Call each post-accumulate hook with the leaf `t`, whose `.grad` holds the new
     sum; each must return None."""

@@ -343,12 +343,14 @@ def is_tensor(obj): "Whether `obj` is a Tensor."; return isinstance(obj, Tensor)
 # %% ../../nbs/06a_engine_surface.ipynb 77
 class ForwardMode:
     """The stack of running transforms, innermost last: dual levels (notebook 14) below
-    vmap levels (15), which intercept `Function.apply`, and the 'func' levels that mark
-    each running `torch.func` transform (15); `level`: the top one that intercepts."""
+    vmap levels (15) below a profile (08), which intercept `Function.apply`, and the
+    'func' levels that mark each running `torch.func` transform (15); `level`: the top
+    one that intercepts."""
     __slots__ = ('stack', 'level')
     # the kinds that intercept, in stack order (tangents live on the plain tensors under
-    # vmap's wrappers); a 'func' level intercepts nothing and goes on top
-    KINDS = ('dual', 'vmap')
+    # vmap's wrappers, a profile times it all); a 'func' level intercepts nothing and
+    # goes on top
+    KINDS = ('dual', 'vmap', 'profile')
     def __init__(self): self.stack, self.level = [], None
     def settle(self):
         "Point `level` at the top level that intercepts `Function.apply` (or None)."

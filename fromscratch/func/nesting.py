@@ -59,7 +59,7 @@ def finish(tree, inputs, own=()):
     if running:  # an enclosing transform finishes: its fresh leaves include `own`
         running[-1].fresh.extend(own)
         return tree
-    if forward_mode.level is not None or any(
+    if forward_mode.of('dual') or forward_mode.of('vmap') or any(
         isinstance(t, Tensor) and t.requires_grad for t in tree_flatten(inputs)[0]
     ):
         return tree
