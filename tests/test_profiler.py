@@ -1,6 +1,6 @@
 """autograd.profiler against torch.autograd.profiler: the ops recorded and their call counts where the names
-correspond (the backward's nodes share torch's names; a forward op is its node's name less `Backward`), the
-table's layout, record_function, self and total times, and the engine's cost when no profile runs."""
+correspond (the backward's nodes share torch's names; a forward op is its node's name less `Backward`, in torch's
+`aten::` form), the table's layout, record_function, self and total times, and the engine's cost when no profile runs."""
 import contextlib
 import os
 import re
@@ -24,9 +24,9 @@ def quiet():
 
 
 # our forward op names and torch's top-level aten names for the same calls
-FORWARD = {'Permute': 'aten::numpy_T', 'Mm': 'aten::matmul', 'Mul': 'aten::mul', 'Add': 'aten::add', 'Sub': 'aten::sub', 'Div': 'aten::div',
-           'Exp': 'aten::exp', 'Tanh': 'aten::tanh', 'Relu': 'aten::relu', 'Sum': 'aten::sum', 'Mean': 'aten::mean',
-           'Sigmoid': 'aten::sigmoid', 'LogSoftmax': 'aten::log_softmax', 'Neg': 'aten::neg', 'Pow': 'aten::pow'}
+# (the same where both record the same kernel; torch's `x.T` and `@` name the Python-level call)
+FORWARD = {'aten::permute': 'aten::numpy_T', 'aten::mm': 'aten::matmul', **{f'aten::{n}': f'aten::{n}' for n in (
+    'mul', 'add', 'sub', 'div', 'exp', 'tanh', 'relu', 'sum', 'mean', 'sigmoid', 'log_softmax', 'neg', 'pow')}}
 
 PROGRAMS = {
     'mm relu sum': lambda lib, x, w: (x @ w).relu().sum(),
@@ -75,10 +75,10 @@ def test_backward_nodes_and_counts_match_torch(name):
 
 
 def test_mm_inside_its_backward_counts_as_torchs():
-    "MmBackward0 runs two products inside it, in both libraries: Mm and aten::mm are called three times."
+    "MmBackward0 runs two products inside it, in both libraries: aten::mm is called three times."
     ours = {e.key: e.count for e in run(fs, 'mm relu sum').key_averages()}
     theirs = {e.key: e.count for e in run(torch, 'mm relu sum').key_averages()}
-    assert ours['Mm'] == theirs['aten::mm'] == 3
+    assert ours['aten::mm'] == theirs['aten::mm'] == 3
 
 
 def table_shape(table):
@@ -114,7 +114,7 @@ def test_table_layout_is_torchs(kwargs):
         assert 'This report only display top-level ops statistics' in ours
         assert [l.split()[0] for l in lines[head + 2:-2]] == ['a_long_block_name']   # Mul and Sum ran inside it
     if kwargs.get('max_name_column_width') == 8:
-        assert [l.split()[0] for l in lines[head + 2:-2]] == ['a_lon...', 'Mul', 'Sum']   # as torch cuts
+        assert [l.split()[0] for l in lines[head + 2:-2]] == ['a_lon...', 'aten:...', 'aten:...']   # as torch cuts
 
 
 def test_table_rows_sorted_and_limited():
@@ -142,7 +142,7 @@ def test_self_and_total_times_and_record_function():
     outer = next(e for e in events if e.name == 'outer')
     inner = next(e for e in events if e.name == 'inner')
     assert inner.cpu_parent is outer and outer.cpu_parent is None
-    assert {e.name for e in inner.cpu_children} == {'Mm', 'Tanh', 'Sum'}
+    assert {e.name for e in inner.cpu_children} == {'aten::mm', 'aten::tanh', 'aten::sum'}
     assert 'MmBackward0' in {e.name for e in outer.cpu_children}
     for e in events:
         assert e.cpu_time_total >= e.self_cpu_time_total >= 0
@@ -150,7 +150,7 @@ def test_self_and_total_times_and_record_function():
     averages = {e.key: e for e in prof.key_averages()}
     total = sum(e.self_cpu_time_total for e in averages.values())
     assert abs(total - outer.cpu_time_total) < 1e-3       # all the time was inside `outer`
-    assert averages['Mm'].count == 3 and averages['Mm'].cpu_time == averages['Mm'].cpu_time_total / 3
+    assert averages['aten::mm'].count == 3 and averages['aten::mm'].cpu_time == averages['aten::mm'].cpu_time_total / 3
 
 
 def test_record_function_decorator_and_outside_a_profile():
@@ -160,7 +160,7 @@ def test_record_function_decorator_and_outside_a_profile():
     f(x)                                                     # no profile: nothing to record, no error
     with fs.autograd.profiler.record_function('outside'): x * 2
     with fs.autograd.profiler.profile() as prof: f(x); f(x)
-    assert {e.key: e.count for e in prof.key_averages()} == {'decorated': 2, 'Mul': 2}
+    assert {e.key: e.count for e in prof.key_averages()} == {'decorated': 2, 'aten::mul': 2}
     with (quiet()):
         @torch.autograd.profiler.record_function('decorated')
         def g(t): return t * 3
@@ -210,4 +210,4 @@ def test_profile_inside_vmap_and_forward_mode():
         fs.func.vmap(lambda r: (r * r).sum())(x)
         fs.func.jvp(lambda t: t.exp(), (x.detach(),), (fs.ones(2, 3, dtype=x.dtype),))
     counts = {e.key: e.count for e in prof.key_averages()}
-    assert counts['Mul'] >= 1 and counts['Exp'] >= 1 and not forward_mode.stack
+    assert counts['aten::mul'] >= 1 and counts['aten::exp'] >= 1 and not forward_mode.stack

@@ -21,7 +21,8 @@ IMPORT, OURS = 'import torch\n', 'import fromscratch as torch\n'
 FLOAT64 = {'poly_autograd', 'custom_function', 'optim_loop', 'maml_step', 'foundations_by_hand', 'jacobians_of_parameters',
            'func_jacobians_hessians', 'neural_tangent_kernels', 'forward_mode_ad', 'double_backward_function',
            'gradient_hooks', 'extending_autograd', 'backprop_ninja', 'backprop_ninja_fast', 'micrograd_checks',
-           'per_sample_grads', 'per_sample_grads_mlp', 'poly_regression'}
+           'per_sample_grads', 'per_sample_grads_mlp', 'poly_regression', 'autograd_tour_functional', 'extending_autograd_ctx',
+           'forward_mode_custom_function'}
 RUN = """import json, sys
 source = sys.stdin.read()
 namespace = {'__name__': '__main__', '__file__': sys.argv[1]}

@@ -28,9 +28,11 @@ class FunctionEvent:
     def __repr__(self): return f"<FunctionEvent {self.name}>"
 
 def op_name(function):
-    """The name an operation's forward is recorded under: its node's, less `Backward`
-    (`MmBackward0` → `Mm`), as torch's `aten::mm` goes with `MmBackward0`."""
-    return re.sub(r'Backward\d*$', '', NODE_NAMES.get(function) or function.__name__)
+    """The name an operation's forward is recorded under, in torch's form: its node's
+    name less `Backward`, in snake case, after `aten::` (`MmBackward0` → `aten::mm`,
+    `LogSoftmaxBackward0` → `aten::log_softmax`)."""
+    name = re.sub(r'Backward\d*$', '', NODE_NAMES.get(function) or function.__name__)
+    return 'aten::' + re.sub(r'(?<=[a-z0-9])([A-Z])', r'_\1', name).lower()
 
 # %% ../../nbs/08_autograd.ipynb
 class ProfileLevel:
