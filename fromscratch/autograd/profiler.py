@@ -29,10 +29,13 @@ class FunctionEvent:
 
 def op_name(function):
     """The name an operation's forward is recorded under, in torch's form: its node's
-    name less `Backward`, in snake case, after `aten::` (`MmBackward0` → `aten::mm`,
-    `LogSoftmaxBackward0` → `aten::log_softmax`)."""
+    name less `Backward` (and a fused function's `Function`), in snake case, after
+    `aten::` (`MmBackward0` → `aten::mm`, `LogSoftmaxBackward0` → `aten::log_softmax`,
+    `GELUFunction` → `aten::gelu`)."""
     name = re.sub(r'Backward\d*$', '', NODE_NAMES.get(function) or function.__name__)
-    return 'aten::' + re.sub(r'(?<=[a-z0-9])([A-Z])', r'_\1', name).lower()
+    name = re.sub(r'(?<=.)Function$', '', name)
+    words = re.sub(r'(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])', '_', name)
+    return 'aten::' + words.lower()
 
 # %% ../../nbs/08_autograd.ipynb
 class ProfileLevel:

@@ -6,7 +6,7 @@ __all__ = ['format_report']
 # %% ../../nbs/13_bench.ipynb
 from ..train import THREAD_VARS
 from .overhead import CHAIN_ENGINES
-from .targets import check_targets
+from .targets import GPT_TARGET, check_targets
 from .training_step import step_ratios
 from .workers import PROCESSES
 
@@ -324,6 +324,22 @@ def _data_parallel_lines(results):
     ] + _table(('processes', 'step', 'all-reduce', 'speed-up'), rows)
 
 # %% ../../nbs/13_bench.ipynb
+def _gpt_lines(results):
+    "Part 10 of the report: the GPT step against torch, and where our step's time goes."
+    g = results.get('gpt')
+    if not g: return []
+    from fromscratch.lessons.matmul import format_seconds
+    s, cpu, (low, high) = g['seconds'], g['cpu'], g['ratio_range']
+    return ['', (
+        "10. one GPT training step (12c_gpt: 2 pre-norm blocks, 64 dims, 4 heads, context"
+        f" 16; AdamW, clipping), batch {g['batch']}, notebook process: ours"
+        f" {format_seconds(s['ours'])}, torch {format_seconds(s['torch'])}, ours/torch"
+        f" {s['ours'] / s['torch']:.2f} (rounds {low:.2f} to {high:.2f}; CPU time:"
+        f" {cpu['ours'] / cpu['torch']:.2f}); our profile, self time by operation:")
+    ] + _table(('operation', 'calls per step', 'share'),
+               [(n, f'{c:g}', f'{share:.1%}') for n, c, share in g['profile']])
+
+# %% ../../nbs/13_bench.ipynb
 def _header_lines(results):
     "The first lines of the report: versions, machine, threads, BLAS kernel and load."
     s = results['system']
@@ -378,6 +394,7 @@ def format_report(results):
         _cnn_lines,
         _func_lines,
         _data_parallel_lines,
+        _gpt_lines,
         _target_lines,
         _footer_lines,
     )

@@ -12,6 +12,7 @@ import time
 from .blas import OPENBLAS_OVERRIDES
 from .cnn import CNN_SIZES
 from .data_parallel import DP_STEPS, data_parallel_times
+from .gpt import GPT_BATCH
 from .ladder import LADDER_SHAPES
 from .notebooks import repo_root, time_notebooks
 from .overhead import CHAIN_ENGINES
@@ -52,6 +53,7 @@ PARTS = {
     'cnn': 'CNN training step',
     'func': 'forward mode and torch.func',
     'data_parallel': 'data parallel, 1 and 2 processes',
+    'gpt': 'GPT training step',
     'notebooks': 'notebook suite (python -m pytest nbs)',
 }
 PART_SECONDS = {
@@ -64,6 +66,7 @@ PART_SECONDS = {
         cnn=16,
         func=14,
         data_parallel=16,
+        gpt=12,
     ),
     'full': dict(
         matmul=10,
@@ -74,6 +77,7 @@ PART_SECONDS = {
         cnn=24,
         func=74,
         data_parallel=18,
+        gpt=30,
         notebooks=300,
     ),
 }
@@ -157,6 +161,7 @@ def run_benchmarks(quick=False, rounds=None, threads=1, notebooks=None, log=None
     with part('cnn'):
         results['cnn'] = job('cnn', 'notebook', batch=64, sizes=CNN_SIZES, **timed)
     with part('func'): results['func'] = job('func', 'notebook', batch=64, **timed)
+    with part('gpt'): results['gpt'] = job('gpt', 'notebook', batch=GPT_BATCH, **timed)
     with part('data_parallel'):
         results['data_parallel'] = data_parallel_times(DP_STEPS[mode], threads=threads)
     results['notebooks'] = None

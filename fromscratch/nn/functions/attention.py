@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from ...core import Tensor, ones
+from ...core import Tensor, dtypes, ones
 from .regularization import dropout
 
 # %% ../../../nbs/12c_gpt.ipynb
@@ -25,7 +25,7 @@ def attention_bias(attn_mask, is_causal, L, S, dtype):
     if attn_mask is not None: masks.append(attn_mask)
     bias = None
     for m in masks:
-        if m.dtype == bool:
+        if m.dtype is dtypes.bool:
             m = Tensor(np.where(m.numpy(), 0.0, -np.inf).astype(dtype))
         bias = m if bias is None else bias + m
     return bias

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from ...core import defaults, zeros
+from ...core import defaults, dtypes, zeros
 from .. import init
 from ..functions.affine import linear
 from fromscratch.nn.functions.attention import (
@@ -32,7 +32,7 @@ MISMATCHED_MASKS = (
 def float_mask(mask, dtype):
     """A mask as scores to add: `-inf` where a boolean mask is True, a float mask as it
     is."""
-    if mask is None or mask.dtype != bool: return mask
+    if mask is None or mask.dtype is not dtypes.bool: return mask
     return zeros(mask.shape, dtype=dtype).masked_fill(mask, float('-inf'))
 
 def merge_masks(attn_mask, key_padding_mask, n, heads, L, S, dtype):
@@ -51,7 +51,7 @@ def merge_masks(attn_mask, key_padding_mask, n, heads, L, S, dtype):
             f" but should be {(n * heads, L, S)}."
         )
     if (attn_mask is not None and key_padding_mask is not None
-            and (attn_mask.dtype == bool) != (key_padding_mask.dtype == bool)):
+            and (attn_mask.dtype is dtypes.bool) != (key_padding_mask.dtype is dtypes.bool)):
         warnings.warn(MISMATCHED_MASKS)
     mask = float_mask(attn_mask, dtype)
     if mask is not None and mask.ndim == 3: mask = mask.reshape(n, heads, L, S)
