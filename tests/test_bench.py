@@ -43,7 +43,7 @@ def quick_run(tmp_path_factory):
 def test_cli_writes_json_with_every_part(quick_run):
     results, _ = quick_run
     assert {'quick', 'system', 'matmul', 'training_step', 'engine_overhead', 'memory', 'collector', 'notebooks',
-            'targets', 'load', 'cnn', 'data_parallel'} <= set(results)
+            'targets', 'load', 'cnn', 'data_parallel', 'gpt'} <= set(results)
     assert results['quick'] is True and results['notebooks'] is None
     assert results['notebooks_skipped'] == '--quick leaves it out: it takes minutes'
     assert results['seconds'] > 0
@@ -87,7 +87,7 @@ def test_cli_overhead_memory_targets_and_table(quick_run):
     c = results['collector']
     assert c['steps'] == 1000 and len(c['collections']) == 3 and c['objects'] > 100_000     # torch's objects are there
     assert c['collections'][2] == 0 and c['tracked_per_step'] == 0
-    assert len(results['targets']) == 13 and all(set(t) == {'what', 'value', 'limit', 'passed'} for t in results['targets'])
+    assert len(results['targets']) == 14 and all(set(t) == {'what', 'value', 'limit', 'passed'} for t in results['targets'])
     for heading in ('1. matmul ladder, 5x784 @ 784x10', '2. one training step', '3. engine overhead per node',
                     '4. memory', '5. cycle collector', '6. notebook suite: skipped (--quick leaves it out: it takes minutes)',
                     '7. one CNN training step', 'CNN step, batch 64, notebook: ours/torch', 'targets', 'the benchmark took'):
@@ -119,6 +119,26 @@ def test_cli_data_parallel(quick_run):
     # one thread each, as the other workers (None: a BLAS other than OpenBLAS, whose thread count we cannot read)
     assert all(r['torch_threads'] == 1 and r['blas_threads'] in (1, None) for r in d['rows'])
     assert '9. data parallel (19_distributed)' in out and 'all-reduce' in out
+
+
+def test_cli_gpt_step_and_its_profile(quick_run):
+    results, out = quick_run
+    g = results['gpt']
+    assert g['batch'] == bench.gpt.GPT_BATCH == 32
+    assert abs(g['first_loss']['ours'] - g['first_loss']['torch']) < 1e-4 * abs(g['first_loss']['torch'])
+    assert g['seconds']['ours'] > 0 and g['seconds']['torch'] > 0
+    low, high = g['ratio_range']
+    assert 0 < low <= g['seconds']['ours'] / g['seconds']['torch'] * 1.5 and low <= high
+    # the profile: forward ops in torch's names, backward nodes in torch's, shares of one whole
+    names = [n for n, _, _ in g['profile']]
+    assert len(names) == 12 and all(n.startswith('aten::') or 'Backward' in n or n == 'AccumulateGrad' for n in names)
+    shares = [s for _, _, s in g['profile']]
+    assert shares == sorted(shares, reverse=True) and 0 < sum(shares) <= 1 + 1e-9
+    assert all(c > 0 for _, c, _ in g['profile'])
+    ratio = g['seconds']['ours'] / g['seconds']['torch']
+    assert any(t['what'] == 'GPT step, batch 32, notebook: ours/torch' and t['value'] == ratio and t['limit'] == 2.0
+               for t in results['targets'])
+    assert '10. one GPT training step (12c_gpt' in out and 'calls per step' in out
 
 
 def test_data_parallel_report_lines():

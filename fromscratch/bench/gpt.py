@@ -25,7 +25,11 @@ def gpt_problem(batch=GPT_BATCH, seed=0):
     rows = np.random.default_rng(seed).integers(0, len(train), batch)
     X, Y = name_sequences([train[i] for i in rows], vocab, GPT_CONFIG['block_size'])
     fromscratch.manual_seed(seed)
-    return X, Y, {k: v.numpy().copy() for k, v in GPT(**GPT_CONFIG).state_dict().items()}
+    return (
+        X,
+        Y,
+        {k: v.numpy().copy() for k, v in GPT(**GPT_CONFIG).state_dict().items()},
+    )
 
 # %% ../../nbs/13_bench.ipynb
 def gpt_train_step(lib, X, Y, state):

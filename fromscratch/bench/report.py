@@ -330,14 +330,20 @@ def _gpt_lines(results):
     if not g: return []
     from fromscratch.lessons.matmul import format_seconds
     s, cpu, (low, high) = g['seconds'], g['cpu'], g['ratio_range']
-    return ['', (
-        "10. one GPT training step (12c_gpt: 2 pre-norm blocks, 64 dims, 4 heads, context"
-        f" 16; AdamW, clipping), batch {g['batch']}, notebook process: ours"
-        f" {format_seconds(s['ours'])}, torch {format_seconds(s['torch'])}, ours/torch"
-        f" {s['ours'] / s['torch']:.2f} (rounds {low:.2f} to {high:.2f}; CPU time:"
-        f" {cpu['ours'] / cpu['torch']:.2f}); our profile, self time by operation:")
-    ] + _table(('operation', 'calls per step', 'share'),
-               [(n, f'{c:g}', f'{share:.1%}') for n, c, share in g['profile']])
+    return [
+        '',
+        (
+            "10. one GPT training step (12c_gpt: 2 pre-norm blocks, 64 dims, 4 heads,"
+            f" context 16; AdamW, clipping), batch {g['batch']}, notebook process: ours"
+            f" {format_seconds(s['ours'])}, torch {format_seconds(s['torch'])},"
+            f" ours/torch {s['ours'] / s['torch']:.2f} (rounds {low:.2f} to {high:.2f};"
+            f" CPU time: {cpu['ours'] / cpu['torch']:.2f}); our profile, self time by"
+            " operation:"
+        ),
+    ] + _table(
+        ('operation', 'calls per step', 'share'),
+        [(n, f'{c:g}', f'{share:.1%}') for n, c, share in g['profile']],
+    )
 
 # %% ../../nbs/13_bench.ipynb
 def _header_lines(results):

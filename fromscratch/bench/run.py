@@ -161,9 +161,9 @@ def run_benchmarks(quick=False, rounds=None, threads=1, notebooks=None, log=None
     with part('cnn'):
         results['cnn'] = job('cnn', 'notebook', batch=64, sizes=CNN_SIZES, **timed)
     with part('func'): results['func'] = job('func', 'notebook', batch=64, **timed)
-    with part('gpt'): results['gpt'] = job('gpt', 'notebook', batch=GPT_BATCH, **timed)
     with part('data_parallel'):
         results['data_parallel'] = data_parallel_times(DP_STEPS[mode], threads=threads)
+    with part('gpt'): results['gpt'] = job('gpt', 'notebook', batch=GPT_BATCH, **timed)
     results['notebooks'] = None
     if notebooks and repo_root():
         with part('notebooks'): results['notebooks'] = time_notebooks()

@@ -231,7 +231,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     _check_group_affine(input, num_groups, weight, bias)
     if input.array.dtype.kind != 'f':
         raise NotImplementedError(
-            f'"GroupNormKernelImpl" not implemented for \'{type_name(input.array.dtype)}\''
+            '"GroupNormKernelImpl" not implemented for'
+            f' \'{type_name(input.array.dtype)}\''
         )
     n, c = input.shape[:2]
     groups = input.reshape(n, num_groups, c // num_groups * math.prod(input.shape[2:]))

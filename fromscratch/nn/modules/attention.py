@@ -50,8 +50,11 @@ def merge_masks(attn_mask, key_padding_mask, n, heads, L, S, dtype):
             f"The shape of the 3D attn_mask is {attn_mask.shape},"
             f" but should be {(n * heads, L, S)}."
         )
-    if (attn_mask is not None and key_padding_mask is not None
-            and (attn_mask.dtype is dtypes.bool) != (key_padding_mask.dtype is dtypes.bool)):
+    if (
+        attn_mask is not None
+        and key_padding_mask is not None
+        and (attn_mask.dtype is dtypes.bool) != (key_padding_mask.dtype is dtypes.bool)
+    ):
         warnings.warn(MISMATCHED_MASKS)
     mask = float_mask(attn_mask, dtype)
     if mask is not None and mask.ndim == 3: mask = mask.reshape(n, heads, L, S)

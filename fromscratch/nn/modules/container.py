@@ -269,7 +269,7 @@ def _entry_repr(key, value, type_of):
     return f'  ({key}): {kind} containing: [{type_of(value)} of size {size}]'
 
 ParameterList.extra_repr = lambda self: '\n'.join(
-    _entry_repr(i, p, lambda t: f'fromscratch.{t.dtype}') for i, p in enumerate(self)
+    _entry_repr(i, p, lambda t: str(t.dtype)) for i, p in enumerate(self)
 )
 
 # %% ../../../nbs/09_nn.ipynb
