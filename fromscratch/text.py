@@ -9,6 +9,7 @@ __all__ = ['NAMES_PATH', 'NAMES_SHA256', 'NAMES_REPAIR', 'DamagedNamesError', 'r
 import gzip
 import hashlib
 import importlib.resources
+import pathlib
 import zlib
 
 import numpy as np
@@ -26,9 +27,10 @@ class DamagedNamesError(RuntimeError):
     "The shipped names are missing or are not the file the package was built with."
 
 # %% ../nbs/12b_makemore.ipynb
-def read_names_sample(path=NAMES_PATH):
-    """The lists in `path` (the shipped sample), checked by their sha256: a dict of
-    `'first names'` and `'surnames'`, each most frequent first."""
+def read_names_sample(path=None):
+    """The lists in the file at `path` (by default the shipped sample), checked by
+    their sha256: a dict of `'first names'` and `'surnames'`, most frequent first."""
+    path = NAMES_PATH if path is None else pathlib.Path(path)
     try: text = gzip.decompress(path.read_bytes())
     except (OSError, EOFError, zlib.error) as e: problem = f"{type(e).__name__}: {e}"
     else:
