@@ -27,6 +27,7 @@ from .ops import (cat, concat, concatenate, stack, where, einsum, matmul, dot, m
                   gather, scatter, scatter_add, index_select, masked_fill)
 from .ops import sort, argsort, topk, movedim, moveaxis, log2, log10, tril, triu
 divide, clip = div, clamp  # torch's other names for them
-from . import autograd, nn, optim, utils, data, func
+from . import autograd, nn, optim, utils, data, func, compiler
 from .func import vmap  # torch.vmap is torch.func.vmap
+from .compiler import compile  # torch.compile; `fromscratch.compiler` as torch.compiler
 from .serialization import save, load

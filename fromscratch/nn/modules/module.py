@@ -9,7 +9,14 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ...core import Tensor, clear_grads, float32, float64, grad_mode
+from fromscratch.core import (
+    Tensor,
+    clear_grads,
+    float32,
+    float64,
+    forward_mode,
+    grad_mode,
+)
 from ...hooks import HookDict
 from .backward_hooks import BackwardHooks
 from ..parameter import Parameter
@@ -171,6 +178,8 @@ Module.register_buffer, Module.add_module, Module.register_module = (
 def _module_call(self, *args, **kwargs):
     """Run the forward pre-hooks, `forward`, then the forward hooks (and set up backward
     hooks); with no hooks, just `forward`."""
+    level = forward_mode.level  # a recording (notebook 21) notes the modules it sees
+    if level is not None and hasattr(level, 'calling'): level.calling(self)
     if not (
         self._forward_pre_hooks
         or self._forward_hooks
