@@ -7,8 +7,8 @@ __all__ = ['ModelChoice', 'MODELS', 'PROG', 'TRAIN_IMAGES', 'TRAIN_NAMES', 'THRE
            'mnist_cnn', 'mirror_url', 'make_parser', 'output_problem', 'installed', 'option_problems',
            'distributed_problems', 'model_defaults', 'parse_args', 'one_batch_notice', 'openblas_function',
            'blas_threads', 'set_blas_threads', 'threads_notice', 'TrainingDiverged', 'StopOnDivergence',
-           'SameOrderSampler', 'train', 'run_gpt', 'train_worker', 'train_processes', 'save_plot', 'warn_in_one_line',
-           'stdout_gone', 'main']
+           'compiled_step', 'SameOrderSampler', 'train', 'run_gpt', 'train_worker', 'train_processes', 'save_plot',
+           'warn_in_one_line', 'stdout_gone', 'main']
 
 # %% ../nbs/12a_train.ipynb
 import argparse
@@ -239,6 +239,14 @@ def make_parser():
         ),
     )
     p.add_argument(
+        '--compile',
+        action='store_true',
+        help=(
+            'record the training step once and replay it as a program'
+            ' (fromscratch.compile, 21_compile): the same result, faster'
+        ),
+    )
+    p.add_argument(
         '--nproc',
         type=number_type(int, 0),
         default=1,
@@ -303,7 +311,10 @@ def option_problems(args):
         )
     if args.mirror and not args.full:
         problems.append("argument --mirror: only used with --full")
-    for option, given in (('--full', args.full), ('--nproc', args.nproc > 1)):
+    if args.compile and args.nproc > 1:
+        problems.append("argument --compile: not with --nproc, whose processes talk")
+    for option, given in (('--full', args.full), ('--nproc', args.nproc > 1),
+                          ('--compile', args.compile)):
         if gpt and given:
             problems.append(
                 f"argument {option}: not for --model gpt, which reads names"
@@ -428,14 +439,33 @@ class StopOnDivergence:
     def __init__(self, loss_fn): self.loss_fn, self.steps = loss_fn, 0
     def __call__(self, output, target):
         loss = self.loss_fn(output, target)
-        if fs.is_grad_enabled():
-            self.steps += 1
-            if not math.isfinite(value := loss.item()):
-                raise TrainingDiverged(
-                    f"training diverged at step {self.steps} (loss={value}): try a"
-                    " smaller --lr"
-                )
+        if fs.is_grad_enabled(): self.check(loss)
         return loss
+    def check(self, loss):
+        "Count a training step; raise if its `loss` is not finite."
+        self.steps += 1
+        if not math.isfinite(value := loss.item()):
+            raise TrainingDiverged(
+                f"training diverged at step {self.steps} (loss={value}): try a"
+                " smaller --lr"
+            )
+
+# %% ../nbs/12a_train.ipynb
+def compiled_step(model, loss_fn, opt):
+    """The training step of `model`, compiled (`fs.compile`); `loss_fn`, a
+    `StopOnDivergence`, checks each loss after the step."""
+    def step(xb, yb):
+        loss = loss_fn.loss_fn(model(xb), yb)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+    compiled = fs.compile(step)
+    def checked(xb, yb):
+        loss = compiled(xb, yb)
+        loss_fn.check(loss)
+        return loss
+    return checked
 
 # %% ../nbs/12a_train.ipynb
 class SameOrderSampler(DistributedSampler):
@@ -475,12 +505,14 @@ def train(args, rank=0, world_size=1):
         args.epochs * len(train_dl),
         choice.momentum,
     )
+    loss_fn = StopOnDivergence(nn.CrossEntropyLoss())
+    step = compiled_step(model, loss_fn, opt) if args.compile else None
     with np.errstate(
         over='ignore', invalid='ignore', divide='ignore'
     ):  # a diverging run is reported once, by us
         return fit(
             model,
-            StopOnDivergence(nn.CrossEntropyLoss()),
+            loss_fn,
             opt,
             train_dl,
             DataLoader(valid_ds, batch_size=1000) if lead else None,
@@ -488,6 +520,7 @@ def train(args, rank=0, world_size=1):
             progress=args.bars and lead,
             log=(lambda line: print(line, flush=True)) if lead else None,
             scheduler=scheduler,
+            step=step,
         )
 
 # %% ../nbs/12a_train.ipynb

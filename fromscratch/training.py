@@ -33,16 +33,18 @@ def batch_bar(batches, desc='', progress=None):
     return tqdm(batches, desc=desc, unit='batch', leave=False, file=sys.stderr)
 
 # %% ../nbs/12_training.ipynb
-def train_epoch(model, loss_fn, opt, batches, scheduler=None):
-    """One pass over `batches`: forward, loss, backward, step, zero_grad (and
-    `scheduler.step()`); return every step's loss."""
+def train_epoch(model, loss_fn, opt, batches, scheduler=None, step=None):
+    """One pass over `batches`: forward, loss, backward, step, zero_grad (or `step(xb,
+    yb)`, which does them), then `scheduler.step()`; return every step's loss."""
     model.train()
     losses = []
     for xb, yb in batches:
-        loss = loss_fn(model(xb), yb)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
+        if step is not None: loss = step(xb, yb)  # (a compiled step, notebook 21)
+        else:
+            loss = loss_fn(model(xb), yb)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
         if scheduler is not None: scheduler.step()
         losses.append(loss.item())
         if hasattr(batches, 'set_postfix'):
@@ -107,9 +109,10 @@ def fit(
     progress=None,
     log=None,
     scheduler=None,
+    step=None,
 ):
     """Train `model` for `epochs` passes over `train_dl`, evaluating on `valid_dl` after
-    each; return a `History`."""
+    each (`step`: the training step, if not the eager one); return a `History`."""
     history, start = History(), time.perf_counter()
     for epoch in range(1, epochs + 1):
         losses = train_epoch(
@@ -118,6 +121,7 @@ def fit(
             opt,
             batch_bar(train_dl, f'epoch {epoch}/{epochs}', progress),
             scheduler,
+            step,
         )
         if not losses:
             raise ValueError("train_dl gave no batches: is the dataset empty?")

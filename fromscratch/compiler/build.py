@@ -54,6 +54,7 @@ class Builder:
     calls and the write-backs; `ns`: the function's globals."""
     def __init__(self, recording, seen):
         self.rec, self.seen, self.ns = recording, seen, Namespace()
+        self.ns.taken = recording.taken  # the variables' names are the program's locals
         self.ns.update(
             MISS=MISS,
             FAILED=FAILED,

@@ -33,7 +33,7 @@ def _compiled_call(self, *args, **kwargs):
     if not self.eager:
         for program in self.programs:
             out = program(args, kwargs)
-            if out is FAILED: return self.fn(*args, **kwargs)  # a check of the data
+            if out is FAILED: return self.eagerly(args, kwargs)  # a check of the data
             if out is not MISS: return out
         failed = [p.why(args, kwargs) for p in self.programs]
         if len(self.programs) < CACHE_SIZE_LIMIT or any('SEEN[' in f for f in failed):
@@ -44,7 +44,14 @@ def _compiled_call(self, *args, **kwargs):
         )
     return self.fn(*args, **kwargs)
 
-Compiled.__call__ = _compiled_call
+def _eagerly(self, args, kwargs):
+    """`fn` run eagerly for one call whose check of the data failed: the versions it
+    leaves the state at are the step's own, as a replay's would be."""
+    try: return self.fn(*args, **kwargs)
+    finally:
+        for counter in self.seen: self.seen[counter] = counter.value
+
+Compiled.__call__, Compiled.eagerly = _compiled_call, _eagerly
 
 # %% ../../nbs/21_compile.ipynb
 def _record(self, args, kwargs, failed=()):

@@ -9,6 +9,7 @@ __all__ = ['C_TYPES', 'FLOATS', 'ARITHMETIC', 'IN_PLACE', 'COMPARISON', 'LOGICAL
 # %% ../../nbs/21_compile.ipynb
 import importlib.machinery
 import importlib.util
+import math
 import operator
 
 import numpy as np
@@ -223,6 +224,8 @@ def c_literal(x, dtype):
     "A number as a C++ literal of `dtype`, exactly (a float in hexadecimal)."
     dtype = np.dtype(dtype)
     if dtype == np.bool_: return 'true' if x else 'false'
+    if dtype.kind == 'f' and not math.isfinite(x):  # inf, -inf, nan: <cmath>'s names
+        return f'({C_TYPES[dtype]})({"NAN" if x != x else "-" * (x < 0) + "INFINITY"})'
     if dtype.kind == 'f': return f'({C_TYPES[dtype]})({float(x).hex()})'
     return f'({C_TYPES[dtype]})({int(x)})'
 
@@ -270,7 +273,7 @@ def _read(self, x, value):
 
 def _offset(self, x):
     "The index of `x`'s element in the loop (`i` if every array has the loop's shape)."
-    if self.flat: return 'i'
+    if self.flat: return 'i' if self.shape else '0'  # (a 0-d loop has no `i`)
     steps = element_strides(x, self.shape)
     return ' + '.join(f'i{d} * {s}' if s != 1 else f'i{d}'
                       for d, s in enumerate(steps) if s) or '0'

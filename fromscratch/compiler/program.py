@@ -59,7 +59,8 @@ def is_scalar(instr):
 # %% ../../nbs/21_compile.ipynb
 class Namespace(dict):
     """The globals of a program's source: each object without a literal spelling gets a
-    readable name."""
+    readable name, none of the names of the program's variables (`taken`)."""
+    taken = ()
     def add(self, obj, hint=None):
         for name, value in self.items():
             if value is obj: return name
@@ -69,7 +70,8 @@ class Namespace(dict):
         )
         if base[0].isdigit(): base = '_' + base
         name, k = base, 1
-        while name in self or name in RESERVED: name, k = f'{base}{k}', k + 1
+        while name in self or name in RESERVED or name in self.taken:
+            name, k = f'{base}{k}', k + 1
         self[name] = obj
         return name
 
