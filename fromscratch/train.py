@@ -7,8 +7,8 @@ __all__ = ['ModelChoice', 'MODELS', 'PROG', 'TRAIN_IMAGES', 'TRAIN_NAMES', 'THRE
            'mnist_cnn', 'mirror_url', 'make_parser', 'output_problem', 'installed', 'option_problems',
            'distributed_problems', 'model_defaults', 'parse_args', 'one_batch_notice', 'openblas_function',
            'blas_threads', 'set_blas_threads', 'threads_notice', 'TrainingDiverged', 'StopOnDivergence',
-           'compiled_step', 'SameOrderSampler', 'train', 'run_gpt', 'train_worker', 'train_processes', 'save_plot',
-           'warn_in_one_line', 'stdout_gone', 'main']
+           'SameOrderSampler', 'train', 'run_gpt', 'train_worker', 'train_processes', 'save_plot', 'warn_in_one_line',
+           'stdout_gone', 'main']
 
 # %% ../nbs/12a_train.ipynb
 import argparse
@@ -33,11 +33,7 @@ from fromscratch.data import (
 )
 from .optim.lr_scheduler import OneCycleLR
 from fromscratch.training import (
-    fit,
-    mnist_datasets,
-    mnist_mlp,
-    plot_history,
-    show_progress,
+    compiled_step, fit, mnist_datasets, mnist_mlp, plot_history, show_progress
 )
 from .nn.parallel import DistributedDataParallel, LaunchError, launch
 from .utils.data import DataLoader, DistributedSampler, RandomSampler
@@ -238,14 +234,9 @@ def make_parser():
             ' (repeatable)'
         ),
     )
-    p.add_argument(
-        '--compile',
-        action='store_true',
-        help=(
-            'record the training step once and replay it as a program'
-            ' (fromscratch.compile, 21_compile): the same result, faster'
-        ),
-    )
+    p.add_argument('--compile', action='store_true', help=(
+        'record the training step once and replay it as a program (fromscratch.compile,'
+        ' 21_compile): the same result, faster'))
     p.add_argument(
         '--nproc',
         type=number_type(int, 0),
@@ -449,23 +440,6 @@ class StopOnDivergence:
                 f"training diverged at step {self.steps} (loss={value}): try a"
                 " smaller --lr"
             )
-
-# %% ../nbs/12a_train.ipynb
-def compiled_step(model, loss_fn, opt):
-    """The training step of `model`, compiled (`fs.compile`); `loss_fn`, a
-    `StopOnDivergence`, checks each loss after the step."""
-    def step(xb, yb):
-        loss = loss_fn.loss_fn(model(xb), yb)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
-    compiled = fs.compile(step)
-    def checked(xb, yb):
-        loss = compiled(xb, yb)
-        loss_fn.check(loss)
-        return loss
-    return checked
 
 # %% ../nbs/12a_train.ipynb
 class SameOrderSampler(DistributedSampler):

@@ -384,3 +384,30 @@ def test_a_failed_check_of_the_data_leaves_the_recording_in_use():
     x, y = next(t.data)
     odd = fs.tensor(np.where(np.arange(16) < 4, -100, y.numpy()))  # ignored targets: a check fails
     assert t.run(x, odd) == 2 and t.run() == 2 and not t.compiled.reasons[2:]
+
+
+def train_lines(argv):
+    "The stdout lines of `python -m fromscratch.train argv`, without the seconds."
+    from fromscratch.train import main
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out): assert main(argv + ['--progress', 'never']) == 0
+    return [line.split(' seconds=')[0] for line in out.getvalue().splitlines()]
+
+
+@pytest.mark.parametrize('model', ['mlp', 'cnn'])
+def test_train_with_compile_prints_the_same_lines(model):
+    quick = ['--model', model, '--train-size', '300' if model == 'mlp' else '100', '--epochs', '2']
+    assert train_lines(quick + ['--compile']) == train_lines(quick)
+
+
+@pytest.mark.parametrize('other', [['--nproc', '2'], ['--model', 'gpt']])
+def test_train_refuses_compile_with_processes_and_with_the_gpt(other, capsys):
+    from fromscratch.train import parse_args
+    with pytest.raises(SystemExit): parse_args(['--compile'] + other)
+    assert 'argument --compile' in capsys.readouterr().err
+
+
+def test_the_recording_replayed_last_is_tried_first():
+    t = warmed()
+    first, second = t.compiled.programs
+    assert t.compiled.last is second and list(t.compiled.in_order()) == [second, first]

@@ -11,25 +11,30 @@ import time
 
 from .blas import blas_info, worker_torch
 from .cnn import cnn_problem, cnn_step
+from .gpt import GPT_BATCH, gpt_problem, gpt_train_step
 from .training_step import library_step, mlp_problem, numpy_step
 
 # %% ../../nbs/21_compile.ipynb
 # (model, batch, the contender compared with): the compiled step's largest ratio to it
 COMPILE_TARGETS = {('mlp', 64, 'numpy'): 1.05, ('mlp', 1024, 'numpy'): 1.0,
-                   ('mlp', 64, 'torch'): 0.5, ('cnn', 64, 'torch'): 1.2}
+                   ('mlp', 64, 'torch'): 0.5, ('cnn', 64, 'torch'): 1.2,
+                   ('gpt', GPT_BATCH, 'torch'): 1.0}
 
 def compiled_contenders(model, batch, options=None):
-    """The steps of `model` ('mlp' or 'cnn') at `batch` to time side by side, the
-    compiled one recorded already; and the seconds its first two calls took."""
+    """The steps of `model` ('mlp', 'cnn' or 'gpt') at `batch` to time side by side,
+    the compiled one recorded already; and the seconds its first two calls took."""
     import fromscratch as fs
     torch = worker_torch(1)
     if model == 'mlp':
         x, y, params = mlp_problem(batch)
         make = lambda lib: library_step(lib, x, y, params)
         steps = {'numpy': numpy_step(x, y, params)}
-    else:
+    elif model == 'cnn':
         x, y, state = cnn_problem(batch)
         make, steps = (lambda lib: cnn_step(lib, x, y, state)), {}
+    else:
+        x, y, state = gpt_problem(batch)
+        make, steps = (lambda lib: gpt_train_step(lib, x, y, state)), {}
     steps.update(torch=make(torch), eager=make(fs))
     compiled = fs.compile(make(fs), options=options)
     start = time.perf_counter()

@@ -25,16 +25,19 @@ class Compiled:
         self.programs, self.seen = [], {}  # `seen`: each held tensor's version, left at
         self.breaks, self.refusals, self.reasons = [], [], []
         self.eager = False  # after a graph break or a refusal: `fn` itself
+        self.last = None  # the program replayed last
         functools.update_wrapper(self, fn)
 
 # %% ../../nbs/21_compile.ipynb
 def _compiled_call(self, *args, **kwargs):
     "Replay the first recording whose guards hold; else record again (or run eagerly)."
     if not self.eager:
-        for program in self.programs:
+        for program in self.in_order():
             out = program(args, kwargs)
             if out is FAILED: return self.eagerly(args, kwargs)  # a check of the data
-            if out is not MISS: return out
+            if out is not MISS:
+                self.last = program
+                return out
         failed = [p.why(args, kwargs) for p in self.programs]
         if len(self.programs) < CACHE_SIZE_LIMIT or any('SEEN[' in f for f in failed):
             return self.record(args, kwargs, failed)
@@ -51,13 +54,21 @@ def _eagerly(self, args, kwargs):
     finally:
         for counter in self.seen: self.seen[counter] = counter.value
 
-Compiled.__call__, Compiled.eagerly = _compiled_call, _eagerly
+def _in_order(self):
+    """The recordings to try: the one replayed last first (a training loop replays one
+    recording, and the first, made before the optimizer had state, never again)."""
+    if self.last is not None: yield self.last
+    yield from (p for p in self.programs if p is not self.last)
+
+Compiled.__call__, Compiled.eagerly, Compiled.in_order = (
+    _compiled_call, _eagerly, _in_order)
 
 # %% ../../nbs/21_compile.ipynb
 def _record(self, args, kwargs, failed=()):
     "Run `fn` once while recording it; keep the program if the whole step was followed."
     stale = next((p for p, f in zip(self.programs, failed) if 'SEEN[' in f), None)
     if stale is not None: self.programs.remove(stale)
+    if stale is self.last: self.last = None
     if failed:  # the reason: a version, if one failed; else the last recording's guard
         self.reasons.append(next((f for f in failed if 'SEEN[' in f), failed[-1]))
     rec, result = Recording(self.fullgraph), None

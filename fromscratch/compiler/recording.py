@@ -279,11 +279,17 @@ def library_asks(name, depth=3):
     `__bool__`: the code that asked is the innermost outside the recording's own (and
     your code did not enter the library through a way to read values: `print(t)`)."""
     f, own = sys._getframe(depth), own_code()
-    while f is not None and (f.f_code in own or f.f_code.co_filename.startswith(OUTSIDE)):
+    while f is not None and (
+        f.f_code in own or f.f_code.co_filename.startswith(OUTSIDE)
+    ):
         f = f.f_back
     if f is not None and f.f_code is TRUTH: f, name = f.f_back, '__bool__'
-    return name == '__bool__' and f is not None and f.f_code not in VALUE_READ_CODES and (
-        f.f_code.co_filename.startswith(LIBRARY))
+    return (
+        name == '__bool__'
+        and f is not None
+        and f.f_code not in VALUE_READ_CODES
+        and (f.f_code.co_filename.startswith(LIBRARY))
+    )
 
 def _read_out(self, proxy, name):
     """What a proxy does when its values are read into Python: a guard on a number of
