@@ -55,9 +55,11 @@ def missing_for_cpp():
 
 
 def needs_cpp(item):
-    "The C++ extensions' notebook and tests, and the edge cases that run its GELU."
+    """The C++ extensions' notebook and tests, the edge cases that run its GELU, and the
+    compiled programs' fused kernels (the notebook of `fromscratch.compile`, its tests of fusion)."""
     name = Path(str(item.fspath)).name
-    return name in ('20_extension.ipynb', 'test_extension.py') or 'GELUExtension' in item.name
+    return (name in ('20_extension.ipynb', 'test_extension.py', '21_compile.ipynb')
+            or 'GELUExtension' in item.name or 'cpp_fusion' in item.name)
 
 
 def pytest_runtest_setup(item):

@@ -32,6 +32,7 @@ from .ops import split, chunk, unbind, tensor_split, repeat_interleave
 from .ops.arguments import FUNCTION_FORMS
 globals().update(FUNCTION_FORMS)
 del FUNCTION_FORMS
-from . import autograd, nn, optim, utils, data, func
+from . import autograd, nn, optim, utils, data, func, compiler
 from .func import vmap  # torch.vmap is torch.func.vmap
+from .compiler import compile  # torch.compile; `fromscratch.compiler` as torch.compiler
 from .serialization import save, load

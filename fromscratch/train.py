@@ -33,11 +33,7 @@ from fromscratch.data import (
 )
 from .optim.lr_scheduler import OneCycleLR
 from fromscratch.training import (
-    fit,
-    mnist_datasets,
-    mnist_mlp,
-    plot_history,
-    show_progress,
+    compiled_step, fit, mnist_datasets, mnist_mlp, plot_history, show_progress
 )
 from .nn.parallel import DistributedDataParallel, LaunchError, launch
 from .utils.data import DataLoader, DistributedSampler, RandomSampler
@@ -238,6 +234,9 @@ def make_parser():
             ' (repeatable)'
         ),
     )
+    p.add_argument('--compile', action='store_true', help=(
+        'record the training step once and replay it as a program (fromscratch.compile,'
+        ' 21_compile): the same result, faster'))
     p.add_argument(
         '--nproc',
         type=number_type(int, 0),
@@ -303,7 +302,10 @@ def option_problems(args):
         )
     if args.mirror and not args.full:
         problems.append("argument --mirror: only used with --full")
-    for option, given in (('--full', args.full), ('--nproc', args.nproc > 1)):
+    if args.compile and args.nproc > 1:
+        problems.append("argument --compile: not with --nproc, whose processes talk")
+    for option, given in (('--full', args.full), ('--nproc', args.nproc > 1),
+                          ('--compile', args.compile)):
         if gpt and given:
             problems.append(
                 f"argument {option}: not for --model gpt, which reads names"
@@ -428,14 +430,16 @@ class StopOnDivergence:
     def __init__(self, loss_fn): self.loss_fn, self.steps = loss_fn, 0
     def __call__(self, output, target):
         loss = self.loss_fn(output, target)
-        if fs.is_grad_enabled():
-            self.steps += 1
-            if not math.isfinite(value := loss.item()):
-                raise TrainingDiverged(
-                    f"training diverged at step {self.steps} (loss={value}): try a"
-                    " smaller --lr"
-                )
+        if fs.is_grad_enabled(): self.check(loss)
         return loss
+    def check(self, loss):
+        "Count a training step; raise if its `loss` is not finite."
+        self.steps += 1
+        if not math.isfinite(value := loss.item()):
+            raise TrainingDiverged(
+                f"training diverged at step {self.steps} (loss={value}): try a"
+                " smaller --lr"
+            )
 
 # %% ../nbs/12a_train.ipynb
 class SameOrderSampler(DistributedSampler):
@@ -475,12 +479,14 @@ def train(args, rank=0, world_size=1):
         args.epochs * len(train_dl),
         choice.momentum,
     )
+    loss_fn = StopOnDivergence(nn.CrossEntropyLoss())
+    step = compiled_step(model, loss_fn, opt) if args.compile else None
     with np.errstate(
         over='ignore', invalid='ignore', divide='ignore'
     ):  # a diverging run is reported once, by us
         return fit(
             model,
-            StopOnDivergence(nn.CrossEntropyLoss()),
+            loss_fn,
             opt,
             train_dl,
             DataLoader(valid_ds, batch_size=1000) if lead else None,
@@ -488,6 +494,7 @@ def train(args, rank=0, world_size=1):
             progress=args.bars and lead,
             log=(lambda line: print(line, flush=True)) if lead else None,
             scheduler=scheduler,
+            step=step,
         )
 
 # %% ../nbs/12a_train.ipynb

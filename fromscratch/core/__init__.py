@@ -13,16 +13,16 @@ __all__ = ['dtype', 'float32', 'float64', 'float16', 'complex64', 'complex128', 
            'NODE_NAMES', 'Context', 'AccumulateGrad', 'Function', 'Unrecorded', 'UNRECORDED', 'ForwardMode',
            'forward_mode', 'linear_jvp', 'unrecorded', 'edge', 'stale_views_need_grad', 'connect', 'is_tensor',
            'is_inference', 'version_count', 'SAVED_HOOKS', 'Packed', 'pack_saved', 'unpack_saved', 'number_operand',
-           'View', 'Composed', 'make_view', 'view_of', 'rebase', 'shape_of', 'operands', 'broadcast_op',
+           'View', 'Composed', 'make_view', 'view_of', 'rebase', 'shape_of', 'as_array', 'operands', 'broadcast_op',
            'broadcast_error', 'category', 'dtype_of', 'result_type', 'promoted_dtype', 'Add', 'sum_to', 'expand_to',
            'expandable', 'broadcast_axes', 'sum_array_to', 'SumToSize', 'Expand', 'ToDtype', 'cast', 'dependencies',
            'add_grads', 'Slots', 'add_into', 'CopyGrad', 'held_arrays', 'new_buffer', 'first_grad', 'accumulate',
            'call_backward', 'validate', 'Run', 'propagate', 'at_node', 'at_leaf', 'seed', 'check_roots', 'run_backward',
            'as_tensors', 'backward', 'clear_grads', 'keep', 'wanted_nodes', 'as_tensor_grad', 'like', 'grad', 'unused',
-           'run_hooks', 'node_hooks', 'default_dtype', 'holds_tensors', 'tensor', 'values_of', 'not_numbers',
-           'size_arg', 'shape_arg', 'factory_shape', 'zeros', 'ones', 'empty', 'full', 'arange', 'linspace',
-           'like_factory', 'zeros_like', 'ones_like', 'empty_like', 'full_like', 'eye', 'from_numpy', 'as_tensor',
-           'two_sum', 'halves', 'two_product', 'odd_sum', 'fma', 'fused', 'REGISTER_BYTES', 'check_range',
+           'run_hooks', 'node_hooks', 'default_dtype', 'holds_tensors', 'factory_tensor', 'tensor', 'values_of',
+           'not_numbers', 'size_arg', 'shape_arg', 'factory_shape', 'zeros', 'ones', 'empty', 'full', 'arange',
+           'linspace', 'like_factory', 'zeros_like', 'ones_like', 'empty_like', 'full_like', 'eye', 'from_numpy',
+           'as_tensor', 'two_sum', 'halves', 'two_product', 'odd_sum', 'fma', 'fused', 'REGISTER_BYTES', 'check_range',
            'arange_values', 'linspace_values', 'Generator', 'default_generator', 'manual_seed', 'random_array', 'drawn',
            'rand', 'randn', 'randint', 'rand_like', 'randn_like', 'normal']
 
@@ -55,8 +55,8 @@ from fromscratch.core.graph import (
 )
 from .views import View, Composed, make_view, view_of, rebase
 from fromscratch.core.promotion import (
-    shape_of, operands, broadcast_op, broadcast_error, category, dtype_of, result_type,
-    promoted_dtype
+    shape_of, as_array, operands, broadcast_op, broadcast_error, category, dtype_of,
+    result_type, promoted_dtype
 )
 from fromscratch.core.engine_ops import (
     Add, sum_to, expand_to, expandable, broadcast_axes, sum_array_to, SumToSize, Expand,
@@ -94,8 +94,8 @@ from fromscratch.core.engine import (
     node_hooks,
 )
 from fromscratch.core.factories import (
-    default_dtype, holds_tensors, tensor, values_of, not_numbers, size_arg, shape_arg,
-    factory_shape,
+    default_dtype, holds_tensors, factory_tensor, tensor, values_of, not_numbers,
+    size_arg, shape_arg, factory_shape,
     zeros, ones, empty, full, arange, linspace, like_factory, zeros_like, ones_like,
     empty_like, full_like, eye, from_numpy, as_tensor
 )
@@ -206,6 +206,7 @@ _all_ = [
     'view_of',
     'rebase',
     'shape_of',
+    'as_array',
     'operands',
     'broadcast_op',
     'broadcast_error',
@@ -254,6 +255,7 @@ _all_ = [
     'node_hooks',
     'default_dtype',
     'holds_tensors',
+    'factory_tensor',
     'tensor',
     'values_of',
     'not_numbers',

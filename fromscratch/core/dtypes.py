@@ -56,7 +56,7 @@ class Defaults:
 
 defaults = Defaults()
 
-# %% ../../nbs/06a_engine_surface.ipynb 47
+# %% ../../nbs/06a_engine_surface.ipynb 49
 def get_default_dtype():
     "The dtype of Python floats in tensors (float32 unless changed)."
     return from_numpy_dtype(defaults.dtype)
@@ -69,7 +69,7 @@ def set_default_dtype(d):
         raise TypeError("only floating-point types are supported as the default type")
     defaults.dtype = d
 
-# %% ../../nbs/06a_engine_surface.ipynb 49
+# %% ../../nbs/06a_engine_surface.ipynb 51
 SCALAR_TYPES = {
     float32: 'Float',
     float64: 'Double',
@@ -90,7 +90,7 @@ def scalar_type(dtype):
     "PyTorch's name for `dtype` in its messages: Float, Double, Long, ..."
     return SCALAR_TYPES.get(np.dtype(dtype), str(dtype))
 
-# %% ../../nbs/06a_engine_surface.ipynb 51
+# %% ../../nbs/06a_engine_surface.ipynb 53
 class finfo:
     """The limits of a floating-point dtype (the default one if none is given), in
     PyTorch's names."""

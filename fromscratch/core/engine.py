@@ -7,6 +7,7 @@ __all__ = ['dependencies', 'add_grads', 'Slots', 'add_into', 'accumulate', 'call
 import numpy as np
 
 from .engine_ops import Add, cast, expandable, sum_to
+from .promotion import as_array
 from .grad_switch import grad_mode
 from fromscratch.core.graph import (
     AccumulateGrad, Function, Tensor, edge, forward_mode, linear_jvp
@@ -30,7 +31,7 @@ def add_grads(a, b):
     """The sum of two gradients, out of place (either may be referenced elsewhere):
     arrays, or tensors."""
     if a is None: return b
-    if not isinstance(a, Tensor): return np.asarray(a + b)  # a 0-d sum: a numpy scalar
+    if not isinstance(a, Tensor): return as_array(a + b)  # a 0-d sum: a numpy scalar
     if a.grad_fn is None and b.grad_fn is None and forward_mode.level is None:
         return Tensor(a.array + b.array)
     return Add.apply(a, b)  # recorded, or run by a transform (a batch, tangents)
@@ -224,7 +225,7 @@ def clear_grads(tensors, set_to_none=True):
             g.array[...] = 0
             g.version_counter.bump()
 
-# %% ../../nbs/06a_engine_surface.ipynb 63
+# %% ../../nbs/06a_engine_surface.ipynb 65
 def keep(run, node, buf):
     "Capture the gradients of `node`'s outputs that `autograd.grad` asked for."
     for k, g in enumerate(buf):
@@ -252,7 +253,7 @@ def wanted_nodes(nodes, capture, targets):
         )
     return wanted
 
-# %% ../../nbs/06a_engine_surface.ipynb 64
+# %% ../../nbs/06a_engine_surface.ipynb 66
 def as_tensor_grad(g):
     return g if isinstance(g, Tensor) else Tensor(g)  # what a user gets is a Tensor
 def like(g, arrays): return g.array if arrays else g
@@ -287,7 +288,7 @@ def grad(
         tuple(captured.get(k) for k in keys), inputs, allow_unused, materialize_grads
     )
 
-# %% ../../nbs/06a_engine_surface.ipynb 65
+# %% ../../nbs/06a_engine_surface.ipynb 67
 def unused(result, inputs, allow_unused, materialize_grads):
     """Check for inputs that got no gradient: an error, `None`, or zeros
     (`materialize_grads=True`)."""
@@ -309,7 +310,7 @@ def unused(result, inputs, allow_unused, materialize_grads):
         for r, t in zip(result, inputs)
     )
 
-# %% ../../nbs/06a_engine_surface.ipynb 68
+# %% ../../nbs/06a_engine_surface.ipynb 70
 def _backward_targets(inputs):
     """The nodes `backward(..., inputs=)` fills: each input's `AccumulateGrad`, or
     the node of a non-leaf, whose gradient it then retains."""
@@ -323,7 +324,7 @@ def _backward_targets(inputs):
         if t.grad_fn is not None: t.retain_grad()
     return {edge(t)[0] for t in inputs}
 
-# %% ../../nbs/06a_engine_surface.ipynb 71
+# %% ../../nbs/06a_engine_surface.ipynb 73
 class CopyGrad(Function):
     """A differentiable copy of a gradient that becomes a `.grad` (PyTorch's
     `CopyBackwards`)."""
@@ -375,7 +376,7 @@ def first_grad(g, own):
     if getattr(g, 'grad_fn', None) is not None: return CopyGrad.apply(g)
     return a.copy()  # an array: `accumulate` makes it a tensor
 
-# %% ../../nbs/06a_engine_surface.ipynb 130
+# %% ../../nbs/06a_engine_surface.ipynb 132
 def validate(node, grads, arrays):
     """Check the gradients `node`'s backward returned (their number, shapes, dtypes) as
     PyTorch does; arrays if `arrays`."""
@@ -397,7 +398,7 @@ def validate(node, grads, arrays):
         if arrays:
             g = (
                 g
-                if type(g) is np.ndarray
+                if isinstance(g, np.ndarray)
                 else g.array if isinstance(g, Tensor) else np.asarray(g)
             )
         elif not isinstance(g, Tensor):

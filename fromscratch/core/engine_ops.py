@@ -9,7 +9,7 @@ import numpy as np
 from fromscratch.core.graph import (
     NODE_NAMES, Function, Tensor, linear_jvp, number_operand
 )
-from .promotion import broadcast_op
+from .promotion import as_array, broadcast_op
 from .views import make_view
 
 # %% ../../nbs/06_tensor.ipynb
@@ -37,14 +37,14 @@ def sum_to(g, shape):
     itself if it has that shape."""
     if g.shape == shape: return g
     if isinstance(g, Tensor): return SumToSize.apply(g, shape)
-    return sum_array_to(np.asarray(g), shape)
+    return sum_array_to(as_array(g), shape)
 
 def expand_to(g, shape):
     "`g` (a tensor or an array) broadcast to `shape` without copying."
     if isinstance(g, Tensor): return Expand.apply(g, shape)
     return np.broadcast_to(g, shape)
 
-# %% ../../nbs/06a_engine_surface.ipynb 55
+# %% ../../nbs/06a_engine_surface.ipynb 57
 def expandable(shape, target):
     "Whether `shape` broadcasts to `target`."
     return len(shape) <= len(target) and all(
@@ -64,7 +64,7 @@ def sum_array_to(a, shape):
     axes = broadcast_axes(shape, a.shape)
     return a.sum(axis=axes, keepdims=True).reshape(shape) if axes else a.reshape(shape)
 
-# %% ../../nbs/06a_engine_surface.ipynb 56
+# %% ../../nbs/06a_engine_surface.ipynb 58
 class SumToSize(Function):
     "A broadcast tensor summed back down to `shape`; the gradient expands back."
     array_backward = True
@@ -90,7 +90,7 @@ class Expand(Function):
     def backward(ctx, grad_output): return sum_to(grad_output, ctx.shape), None
     jvp = staticmethod(linear_jvp)
 
-# %% ../../nbs/06a_engine_surface.ipynb 60
+# %% ../../nbs/06a_engine_surface.ipynb 62
 class ToDtype(Function):
     "The values converted to a floating-point `dtype`; the gradient is converted back."
     array_backward = True

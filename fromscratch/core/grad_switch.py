@@ -29,7 +29,7 @@ def is_grad_enabled():
     "Whether operations are being recorded for autograd."
     return grad_mode.enabled
 
-# %% ../../nbs/06a_engine_surface.ipynb 74
+# %% ../../nbs/06a_engine_surface.ipynb 76
 class no_grad:
     "Context manager and decorator that turns graph recording off."
     mode = False
@@ -58,7 +58,7 @@ class enable_grad(no_grad):
     `no_grad`."""
     mode = True
 
-# %% ../../nbs/06a_engine_surface.ipynb 75
+# %% ../../nbs/06a_engine_surface.ipynb 77
 class set_grad_enabled(no_grad):
     """Set grad mode to `mode` now; as a context manager, restore the previous mode on
     exit."""
@@ -74,7 +74,7 @@ class set_grad_enabled(no_grad):
         )  # used as a decorator: only the decorated calls change the mode
         return super().__call__(func)
 
-# %% ../../nbs/06a_engine_surface.ipynb 80
+# %% ../../nbs/06a_engine_surface.ipynb 82
 _INPLACE_INFERENCE = (
     "Inplace update to inference tensor outside InferenceMode is not allowed.You can"
     " make a clone to get a normal tensor before doing inplace update.See"
@@ -95,7 +95,7 @@ def is_inference_mode_enabled():
     "Whether new tensors are inference tensors (inside `inference_mode()`)."
     return grad_mode.new_counter is not None
 
-# %% ../../nbs/06a_engine_surface.ipynb 81
+# %% ../../nbs/06a_engine_surface.ipynb 83
 class InferenceSwitch:
     """Inference mode (and grad mode with it) set to `mode` for a `with` block, and both
     restored after."""

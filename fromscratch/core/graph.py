@@ -94,7 +94,7 @@ class Tensor(Storage):
         if self._requires_grad and grad_mode.enabled:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use"
                                " tensor.detach().numpy() instead.")
-        return self.array
+        return np.asarray(self.array)  # itself; a recording's stand-in hands over (21)
     def __array__(self, dtype=None, copy=None):
         "What `np.asarray(t)` gives: `t.numpy()`, or a copy of it in `dtype`."
         a = self.numpy()
@@ -268,8 +268,10 @@ def connect(ctx, args, outputs):
 def tensor_data(data, requires_grad, sizes):
     """What `Tensor(data, ...)` holds when `data` is no ndarray: a 0-d array for a numpy
     number, else `torch.Tensor`'s result."""
-    if isinstance(data, (np.ndarray, np.generic)):
-        return np.asarray(data), requires_grad  # an ndarray subclass too
+    if isinstance(data, (np.ndarray, np.generic)):  # an ndarray subclass too; a
+        # recording's stand-in for an array (notebook 21) stays itself
+        if hasattr(data, 'recording'): return data, requires_grad
+        return np.asarray(data), requires_grad
     if isinstance(data, Tensor): return data.array, requires_grad
     if isinstance(data, Size) or (
         isinstance(data, builtins.int) and not isinstance(data, builtins.bool)
@@ -337,20 +339,21 @@ def check_grad(t, grad):
             " tensor are the same size"
         )
 
-# %% ../../nbs/06a_engine_surface.ipynb 48
+# %% ../../nbs/06a_engine_surface.ipynb 50
 def is_tensor(obj): "Whether `obj` is a Tensor."; return isinstance(obj, Tensor)
 
-# %% ../../nbs/06a_engine_surface.ipynb 77
+# %% ../../nbs/06a_engine_surface.ipynb 79
 class ForwardMode:
-    """The stack of running transforms, innermost last: dual levels (notebook 14) below
-    vmap levels (15) below a profile (08), which intercept `Function.apply`, and the
+    """The stack of running transforms, innermost last: a recording (notebook 21) below
+    dual levels (14) below vmap levels (15) below a profile (08), which intercept
+    `Function.apply`, and the
     'func' levels that mark each running `torch.func` transform (15); `level`: the top
     one that intercepts."""
     __slots__ = ('stack', 'level')
     # the kinds that intercept, in stack order (tangents live on the plain tensors under
-    # vmap's wrappers, a profile times it all); a 'func' level intercepts nothing and
-    # goes on top
-    KINDS = ('dual', 'vmap', 'profile')
+    # vmap's wrappers; a recording sees every array below them, a profile times it
+    # all); a 'func' level intercepts nothing and goes on top
+    KINDS = ('record', 'dual', 'vmap', 'profile')
     def __init__(self): self.stack, self.level = [], None
     def settle(self):
         "Point `level` at the top level that intercepts `Function.apply` (or None)."
@@ -363,7 +366,7 @@ class ForwardMode:
         "A `with` block run as if `level` and the levels above it were not running."
         return Below(self, level)
     def of(self, kind):
-        "The running levels of `kind` ('dual' or 'vmap'), outermost first."
+        "The running levels of `kind` ('record', 'dual' or 'vmap'), outermost first."
         return [l for l in self.stack if l.kind == kind]
 
 forward_mode = ForwardMode()
@@ -409,7 +412,7 @@ def linear_jvp(ctx, tangent, *others):
     the tangent (`ctx.args`: the forward's arguments)."""
     return ctx.function.apply(tangent, *ctx.args[1:])
 
-# %% ../../nbs/06a_engine_surface.ipynb 83
+# %% ../../nbs/06a_engine_surface.ipynb 85
 def is_inference(self):
     "Whether this tensor was made in inference mode (or is a view of one that was)."
     return self._version_counter is INFERENCE

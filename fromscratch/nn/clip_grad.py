@@ -6,7 +6,7 @@ __all__ = ['clip_grad_norm_', 'clip_grad_value_']
 # %% ../../nbs/09_nn.ipynb
 import numpy as np
 
-from ..core import Tensor, no_grad
+from ..core import Tensor, as_array, no_grad
 
 # %% ../../nbs/09_nn.ipynb
 def _grads(parameters):
@@ -31,7 +31,8 @@ def clip_grad_norm_(
         return Tensor(np.array(0.0, np.float32))
     dtype = np.result_type(*[g.dtype for g in grads])
     total = _vector_norm(
-        np.array([_vector_norm(g.array, norm_type) for g in grads], dtype), norm_type
+        np.stack([_vector_norm(g.array, norm_type) for g in grads]).astype(dtype),
+        norm_type,
     ).astype(dtype)
     if error_if_nonfinite and not np.isfinite(total):
         raise RuntimeError(
@@ -39,11 +40,13 @@ def clip_grad_norm_(
             " non-finite, so it cannot be clipped. To disable this error and scale the"
             " gradients by the non-finite norm anyway, set `error_if_nonfinite=False`"
         )
-    coef = min(dtype.type(max_norm) / (total + dtype.type(1e-6)), dtype.type(1.0))
-    with no_grad():
+    coef = np.minimum(
+        dtype.type(max_norm) / (total + dtype.type(1e-6)), dtype.type(1.0)
+    )
+    with no_grad():  # no Python number is read out: a recording (21) can follow it all
         for g in grads:
-            g.mul_(float(coef))
-    return Tensor(np.asarray(total))
+            g.mul_(Tensor(as_array(coef, g.dtype)))
+    return Tensor(as_array(total))
 
 # %% ../../nbs/09_nn.ipynb
 def clip_grad_value_(parameters, clip_value, foreach=None):

@@ -12,7 +12,7 @@ __all__ = ['Window', 'PADDING_MODES', 'as_pair', 'out_size', 'window_out', 'im2c
 from collections import namedtuple
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
+from numpy.lib.stride_tricks import sliding_window_view
 
 from ..core import Function, Tensor, linear_jvp
 from ..func.batching_rules import RULES, everyone_batched
@@ -55,14 +55,9 @@ def im2col_array(x, window):
     if pt or pb or pl or pr: x = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
     n, c, h, w = x.shape
     ho, wo = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
-    s = x.strides
-    view = as_strided(
-        x,
-        (c, kh, kw, n, ho, wo),
-        (s[1], s[2] * dh, s[3] * dw, s[0], s[2] * sh, s[3] * sw),
-        writeable=False,
-    )
-    return view.reshape(c * kh * kw, n * ho * wo)
+    windows = sliding_window_view(x, (dh * (kh - 1) + 1, dw * (kw - 1) + 1), (2, 3))
+    view = windows[:, :, ::sh, ::sw, ::dh, ::dw]  # (N, C, Ho, Wo, kh, kw)
+    return view.transpose(1, 4, 5, 0, 2, 3).reshape(c * kh * kw, n * ho * wo)
 
 def col2im_array(cols, shape, window):
     """The adjoint of `im2col_array`: add each column's values back where they came from
@@ -70,7 +65,7 @@ def col2im_array(cols, shape, window):
     (kh, kw), (sh, sw), ((pt, pb), (pl, pr)), (dh, dw) = window
     n, c, h, w = shape
     ho, wo = window_out((h, w), window)
-    out = np.zeros((c, n, h + pt + pb, w + pl + pr), dtype=cols.dtype)
+    out = np.zeros_like(cols, shape=(c, n, h + pt + pb, w + pl + pr))
     cols = cols.reshape(c, kh, kw, n, ho, wo)
     for i in range(kh):  # a loop over the kernel's taps, never over pixels
         for j in range(kw):
@@ -102,7 +97,8 @@ class Col2im(Function):
     @staticmethod
     def forward(ctx, cols, shape, window):
         ctx.window = window
-        return Tensor(np.ascontiguousarray(col2im_array(cols.array, shape, window)))
+        out = col2im_array(cols.array, shape, window)
+        return Tensor(out if out.flags.c_contiguous else out.copy())
     @staticmethod
     def backward(ctx, grad_output): return im2col(grad_output, ctx.window), None, None
     jvp = staticmethod(linear_jvp)
@@ -173,9 +169,8 @@ class Conv2dFunction(Function):
         if bias is not None: out = out + bias.array.reshape(o, 1, 1)
         ctx.window, ctx.groups = window, groups
         ctx.save_for_backward(input, weight)
-        return Tensor(
-            np.ascontiguousarray(out)
-        )  # (N, O, Ho, Wo) in memory too, as torch's
+        # (N, O, Ho, Wo) in memory too, as torch's
+        return Tensor(out if out.flags.c_contiguous else out.copy())
 
 # %% ../../nbs/18_conv.ipynb
 def _conv2d_backward(ctx, grad_output):

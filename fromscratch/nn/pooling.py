@@ -136,19 +136,14 @@ def max_pool_index(x, window):
             u * dh : u * dh + sh * (ho - 1) + 1 : sh,
             v * dw : v * dw + sw * (wo - 1) + 1 : sw,
         ]
+        here = np.int64(u * dh * w + v * dw)  # the tap's place in its window's plane
         if t == 0:
-            best, tap = values.copy(), np.zeros(values.shape, np.int32)
+            best, place = values.copy(), np.zeros(values.shape, np.int64)
             continue
-        tap = np.where(
-            values > best, np.int32(t), tap
-        )  # strictly larger: a tie keeps the earlier tap, as in PyTorch
+        # strictly larger: a tie keeps the earlier tap, as in PyTorch
+        place = np.where(values > best, here, place)
         np.maximum(best, values, out=best)
-    offset = np.array(
-        [(t // kw) * dh * w + (t % kw) * dw for t in range(kh * kw)]
-    )  # each tap's place in the plane
-    return (
-        (np.arange(ho)[:, None] * sh - pt) * w + (np.arange(wo) * sw - pl) + offset[tap]
-    )
+    return (np.arange(ho)[:, None] * sh - pt) * w + (np.arange(wo) * sw - pl) + place
 
 # %% ../../nbs/18_conv.ipynb
 class MaxPool2dFunction(Function):

@@ -14,7 +14,7 @@ import builtins
 import numpy as np
 
 from fromscratch.core import (
-    Tensor, Function, Add, broadcast_op, sum_to, defaults, number_operand
+    Tensor, Function, Add, as_array, broadcast_op, sum_to, defaults, number_operand
 )
 from fromscratch.ops.shared import (
     alias,
@@ -120,7 +120,7 @@ def true_divide(x, y):
     """x / y on arrays, as PyTorch divides: integers give the default float dtype, and
     dividing by 0 gives inf or nan."""
     if np.result_type(x, y).kind != 'f':
-        x, y = np.asarray(x, defaults.dtype), np.asarray(y, defaults.dtype)
+        x, y = as_array(x, defaults.dtype), as_array(y, defaults.dtype)
     with np.errstate(divide='ignore', invalid='ignore'): return np.true_divide(x, y)
 
 # %% ../../nbs/07_ops.ipynb
@@ -194,7 +194,7 @@ def power(x, y):
 def int_power(x, y):
     """Integers to integer powers, some negative: 1 to any power is 1, -1 gives -1 or 1,
     anything else 0 (PyTorch's)."""
-    out = np.asarray(np.power(x, np.where(y < 0, 0, y)))
+    out = as_array(np.power(x, np.where(y < 0, 0, y)))
     one_over = np.where(x == 1, 1, np.where(x == -1, 1 - 2 * (y % 2), 0))
     return np.where(y < 0, one_over, out).astype(out.dtype)
 
@@ -271,7 +271,7 @@ def tie_shares(x, y, largest):
     tie, 0 where it lost (a nan loses nowhere)."""
     x_loses, y_loses = (x < y, x > y) if largest else (x > y, x < y)
     tie = np.equal(x, y)
-    return np.asarray(1 - x_loses - 0.5 * tie), np.asarray(1 - y_loses - 0.5 * tie)
+    return as_array(1 - x_loses - 0.5 * tie), as_array(1 - y_loses - 0.5 * tie)
 
 # %% ../../nbs/07_ops.ipynb
 class Maximum(Function):

@@ -68,7 +68,7 @@ class IndexAdd(Function):
     @staticmethod
     def forward(ctx, g, idx, shape):
         ctx.idx = idx
-        out = np.zeros(shape, dtype=g.array.dtype)
+        out = np.zeros_like(g.array, shape=shape)  # (a recording follows it: 21)
         if may_repeat(idx): np.add.at(out, idx, g.array)
         else: out[idx] = g.array
         return Tensor(out)

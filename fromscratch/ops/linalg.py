@@ -14,6 +14,7 @@ import numpy as np
 from fromscratch.core import (
     Tensor,
     Function,
+    as_array,
     operands,
     broadcast_error,
     sum_to,
@@ -125,7 +126,7 @@ class MatMul(Function):
             a if ctx.needs_input_grad[1] else None,
             b if ctx.needs_input_grad[0] else None,
         )
-        try: return Tensor(np.asarray(np.matmul(x, y)))
+        try: return Tensor(as_array(np.matmul(x, y)))
         except ValueError: raise matmul_error(np.shape(x), np.shape(y)) from None
     @staticmethod
     def backward(ctx, grad_output):

@@ -14,7 +14,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..core import Tensor, Function, expand_to, int64, linear_jvp
+from ..core import Tensor, Function, as_array, expand_to, int64, linear_jvp
 from ..core import cast, grad_mode, scalar_type
 from .shared import alias, backward0, bind, with_history
 from .unary import sgn
@@ -80,7 +80,7 @@ class Sum(Function):
         x = a.array
         ctx.shape, ctx.dims = x.shape, dim_indices(dim, x.ndim)
         return Tensor(
-            np.asarray(
+            as_array(
                 np.add.reduce(x, axis=ctx.dims, dtype=sum_dtype(x), keepdims=keepdim)
             )
         )
@@ -109,9 +109,9 @@ class Mean(Function):
         ctx.n = math.prod(a.array.shape[d] for d in ctx.dims)
         with np.errstate(invalid='ignore', divide='ignore'):
             return Tensor(
-                np.asarray(
+                as_array(
                     np.add.reduce(a.array, axis=ctx.dims, keepdims=keepdim) / ctx.n,
-                    dtype=a.array.dtype,
+                    a.array.dtype,
                 )
             )
     @staticmethod
@@ -164,7 +164,7 @@ class Max(Function):
                 " specified for input.numel() == 0. Specify the reduction dim with the"
                 " 'dim' argument."
             )
-        out = Tensor(np.asarray(x.max() if largest else x.min()))
+        out = Tensor(as_array(x.max() if largest else x.min()))
         ctx.save_for_backward(
             a, alias(out)
         )  # like PyTorch: the ties are found in the backward
@@ -273,12 +273,12 @@ def arg_reduce(f, input, dim, keepdim):
                 f"{f.__name__}(): Expected reduction dim to be specified for"
                 " input.numel() == 0."
             )
-        i = np.asarray(f(x))
+        i = as_array(f(x))
         return Tensor(i.reshape((1,) * x.ndim) if keepdim else i)
     d = dim_index(dim, x.ndim)
     if d is not None and x.shape[d] == 0: raise empty_dim_error(f.__name__, d)
     return Tensor(
-        np.asarray(f(x, axis=d, keepdims=keepdim))
+        as_array(f(x, axis=d, keepdims=keepdim))
         if d is not None
         else np.zeros((), int64)
     )
@@ -298,10 +298,10 @@ def var_array(x, dims, dof, keepdim, root):
     standard deviation)."""
     d = x - x.mean(axis=dims, keepdims=True) if x.size else x
     with np.errstate(divide='ignore', invalid='ignore'):
-        out = np.asarray(
+        out = as_array(
             (d * d).sum(axis=dims, keepdims=keepdim) / builtins.max(dof, 0), x.dtype
         )
-        return np.asarray(np.sqrt(out)) if root else out  # numpy gives a scalar for 0-d
+        return as_array(np.sqrt(out)) if root else out  # numpy gives a scalar for 0-d
 
 # %% ../../nbs/07_ops.ipynb
 def var_grad(ctx, g, x, saved):
@@ -426,7 +426,7 @@ class Norm(Function):
         ctx.kept = kept_shape(x.shape, ctx.dims)
         if (p < 0 or p == math.inf) and builtins.any(x.shape[d] == 0 for d in ctx.dims):
             raise empty_norm_error(p, dim, x.shape)
-        out = Tensor(np.asarray(norm_array(x, p, ctx.dims, keepdim)))
+        out = Tensor(as_array(norm_array(x, p, ctx.dims, keepdim)))
         ctx.save_for_backward(a, alias(out))
         return out
     @staticmethod

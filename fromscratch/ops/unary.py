@@ -12,7 +12,7 @@ import builtins
 
 import numpy as np
 
-from ..core import Tensor, Function, result_type, sum_to
+from ..core import Tensor, Function, as_array, result_type, sum_to
 from .shared import alias, as_float, backward0, bind, total, with_history
 
 # %% ../../nbs/07_ops.ipynb
@@ -30,7 +30,7 @@ class Pointwise(Function):
     def forward(ctx, a):
         f = ctx.function
         out = Tensor(
-            np.asarray(f.compute(a.array if f.keeps_ints else as_float(a.array)))
+            as_array(f.compute(a.array if f.keeps_ints else as_float(a.array)))
         )
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(alias(out) if f.uses_output else a)

@@ -10,7 +10,7 @@ import copy
 
 import numpy as np
 
-from ..core import Tensor, clear_grads, tensor
+from ..core import Tensor, clear_grads, forward_mode, tensor
 from fromscratch.optim import (
     lr_scheduler,
 )  # `optim.lr_scheduler`, the schedules of 10a_lr_scheduler
@@ -77,6 +77,8 @@ def _step(self, closure=None):
     if closure is not None:
         from fromscratch.core import enable_grad
         with enable_grad(): loss = closure()
+    level = forward_mode.level  # a recording (notebook 21) reads the state as it may
+    if level is not None and hasattr(level, 'stepping'): level.stepping(self)
     for group in self.param_groups:
         for p in group['params']:
             if p._grad is None: continue

@@ -6,7 +6,7 @@ __all__ = ['NLLLossFunction', 'nll_loss', 'LabelSmoothing', 'CrossEntropyFunctio
 # %% ../../../nbs/09_functional.ipynb
 import numpy as np
 
-from ...core import Function, Tensor, grad_mode
+from ...core import Function, Tensor, as_array, grad_mode
 from ...ops import reduction_jvp
 from .activation import log_softmax
 from .messages import check_no_grad, type_name
@@ -67,10 +67,8 @@ def _class_weight(weight, input):
 # %% ../../../nbs/09_functional.ipynb
 def _onehot(t, valid, n_classes, dtype):
     """One row per target with a 1 in the target's column (all zeros where `valid` is
-    False)."""
-    out = np.zeros((len(t), n_classes), dtype)
-    out[np.arange(len(t)), np.where(valid, t, 0)] = valid
-    return out
+    False): each target compared with every class."""
+    return ((t[:, None] == np.arange(n_classes)) & valid[:, None]).astype(dtype)
 
 # %% ../../../nbs/09_functional.ipynb
 def _class_scale(picked, valid, reduction, weight=None, every=False):
@@ -102,7 +100,7 @@ def _class_output(losses, valid, reduction, dtype, every=False):
             else np.nan
         )
     )
-    return Tensor(np.asarray(out, dtype=dtype))
+    return Tensor(as_array(out, dtype))
 
 # %% ../../../nbs/09_functional.ipynb
 class NLLLossFunction(Function):

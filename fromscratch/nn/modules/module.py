@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from fromscratch.core import (
-    Tensor, clear_grads, float32, float64, from_numpy_dtype, grad_mode
+    Tensor, clear_grads, float32, float64, forward_mode, from_numpy_dtype, grad_mode
 )
 from ...core import dtype as DType
 from ...hooks import HookDict
@@ -174,6 +174,8 @@ Module.register_buffer, Module.add_module, Module.register_module = (
 def _module_call(self, *args, **kwargs):
     """Run the forward pre-hooks, `forward`, then the forward hooks (and set up backward
     hooks); with no hooks, just `forward`."""
+    level = forward_mode.level  # a recording (notebook 21) notes the modules it sees
+    if level is not None and hasattr(level, 'calling'): level.calling(self)
     if not (
         self._forward_pre_hooks
         or self._forward_hooks
