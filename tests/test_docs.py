@@ -451,7 +451,9 @@ _SCROLLING = r"""((synthetic) => {
     const block = document.querySelector('article ' + sel)
       .closest('.cell_input, .cell_output');
     const copy = block.cloneNode(true);
-    copy.querySelector('pre').textContent = 'x = ' + '1234567 + '.repeat(8) + '1234';
+    // one line in the block's first pre; an output of several streams keeps only that one
+    copy.querySelectorAll('pre').forEach((pre, i) => i ? pre.remove()
+      : pre.textContent = 'x = ' + '1234567 + '.repeat(8) + '1234');
     copy.dataset.synthetic = 1;
     block.after(copy);
   }

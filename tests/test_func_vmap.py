@@ -295,3 +295,20 @@ def test_a_random_operation_outside_vmap_is_untouched():
     g = ff.grad(lambda x: (x * fs.randn(3, dtype=fs.float64)).sum())(fs.ones(3, dtype=fs.float64))   # grad has no level of its own for draws
     fs.manual_seed(3)
     np.testing.assert_array_equal(g.numpy(), fs.randn(3, dtype=fs.float64).numpy())
+
+
+@pytest.mark.parametrize('kwargs', [{}, {'dim': 0}, {'dim': 1}, {'dim': -1, 'keepdim': True}, {'dim': 0, 'keepdim': True}])
+def test_argmax_and_argmin_under_vmap_like_torch(kwargs):
+    X = np.random.default_rng(7).standard_normal((3, 4, 5))
+    f = lambda t: (t.argmax(**kwargs), t.argmin(**kwargs))
+    ours, theirs = fs.func.vmap(f)(fs.tensor(X)), torch.func.vmap(f)(torch.tensor(X))
+    for o, t in zip(ours, theirs):
+        assert o.tolist() == t.tolist() and tuple(o.shape) == tuple(t.shape)
+
+
+def test_argmax_with_keepdim_and_no_dim_under_vmap_keeps_the_samples_rank():
+    "Each sample's result is what the eager call gives it (torch's vmap drops a dimension here)."
+    X = np.random.default_rng(8).standard_normal((3, 4, 5))
+    ours = fs.func.vmap(lambda t: t.argmax(keepdim=True))(fs.tensor(X))
+    assert tuple(ours.shape) == (3, 1, 1)
+    assert ours.flatten().tolist() == [fs.tensor(x).argmax().item() for x in X]

@@ -676,7 +676,7 @@ EXTRA = {   # the other arguments a method needs, made in the library L
     'scatter': lambda L: (L.tensor([[0, 1, 0], [1, 0, 0]]), 5.0), 'scatter_': lambda L: (L.tensor([[0, 1, 0]]), 5.0),
     'scatter_add': lambda L: (L.tensor([[0, 1, 0]]), L.ones(1, 3, dtype=L.float64)),
     'scatter_add_': lambda L: (L.tensor([[0, 1, 0]]), L.ones(1, 3, dtype=L.float64)),
-    'norm': lambda L: (2,),
+    'norm': lambda L: (2,), 'repeat_interleave': lambda L: (2,),
 }
 
 

@@ -56,10 +56,15 @@ def surface():
     return {
         'modules': {name: {n: signature(getattr(m, n)) for n in public_names(m)}
                     for name, m in sorted(modules().items())},
-        'Tensor': sorted(dir(x)),
-        'grad_fn': sorted(dir(y.grad_fn)),
-        'AccumulateGrad': sorted(dir(leaf_node)),
+        'Tensor': attributes(x),
+        'grad_fn': attributes(y.grad_fn),
+        'AccumulateGrad': attributes(leaf_node),
     }
+
+
+def attributes(obj):
+    "`dir(obj)` sorted, less `__slotnames__` (copyreg caches it on a class once an instance is copied or pickled)."
+    return sorted(set(dir(obj)) - {'__slotnames__'})
 
 
 if __name__ == '__main__':

@@ -2,9 +2,10 @@
 
 # %% auto 0
 __all__ = ['RANDOMNESS', 'Mapped', 'RANDOM_ERROR', 'VmapInfo', 'EXTENDING', 'VmapLevel', 'rule_of', 'batched_call',
-           'batched_method', 'vmap', 'func_name', 'check_out_dims', 'mapped_inputs', 'checked_in_dim', 'batch_size',
-           'run_batched', 'out_dims_of', 'unbatched', 'moved', 'to_batched', 'from_batched', 'random_draw', 'chunked',
-           'vmap_tensors', 'custom_function_rule', 'own_vmap_rule', 'SampleCtx', 'generated_function']
+           'batched_method', 'batched_arg_reduce', 'vmap', 'func_name', 'check_out_dims', 'mapped_inputs',
+           'checked_in_dim', 'batch_size', 'run_batched', 'out_dims_of', 'unbatched', 'moved', 'to_batched',
+           'from_batched', 'random_draw', 'chunked', 'vmap_tensors', 'custom_function_rule', 'own_vmap_rule',
+           'SampleCtx', 'generated_function']
 
 # %% ../../nbs/15_func.ipynb
 import functools
@@ -21,7 +22,7 @@ from fromscratch.func.pytree import (
 )
 from .nesting import transform, finish
 from .batched_tensor import BatchedTensor
-from .batching_rules import RULES, elementwise_rule
+from .batching_rules import RULES, elementwise_rule, shifted
 
 # %% ../../nbs/15_func.ipynb
 class VmapLevel:
@@ -105,6 +106,23 @@ for _name in (
 ):
     setattr(BatchedTensor, _name, batched_method(getattr(Tensor, _name)))
 BatchedTensor.__hash__ = Tensor.__hash__
+
+# %% ../../nbs/15_func.ipynb
+def batched_arg_reduce(method):
+    """`argmax` or `argmin` for a batch: along the sample's dimension, or over each
+    flattened sample when `dim` is None."""
+    def run(self, dim=None, keepdim=False):
+        def rule(op, args, batched, size):
+            v, n = args[0], args[0].ndim - 1
+            if dim is not None: return op(v, shifted(dim, n), keepdim)
+            flat = op(v.reshape(size, -1), 1)
+            return flat.reshape(size, *(1,) * n) if keepdim else flat
+        return batched_call(self.level, method, rule, (self,))
+    run.__name__ = method.__name__
+    return run
+
+BatchedTensor.argmax = batched_arg_reduce(Tensor.argmax)
+BatchedTensor.argmin = batched_arg_reduce(Tensor.argmin)
 
 # %% ../../nbs/15_func.ipynb
 RANDOMNESS = ('error', 'different', 'same')
