@@ -33,9 +33,10 @@
     if (typeof Search === 'undefined' || !Search.htmlToText) return;
     const search = Search._performSearch;
     if (search) Search._performSearch = (query, ...rest) => {
-      const results = search(query, ...rest);
-      const shown = new Set(results.map((r) => r[0] + r[2]));
-      const more = sections(query).filter((r) => !shown.has(r[0] + r[2]));
+      // a section Sphinx found by its title too moves up with the others: its own score
+      // for a long title is below that of pages where the words merely occur
+      const more = sections(query), found = new Set(more.map((r) => r[0] + r[2]));
+      const results = search(query, ...rest).filter((r) => !found.has(r[0] + r[2]));
       return [...results, ...more];       // the list is shown from its end: these first
     };
     const toText = Search.htmlToText;
