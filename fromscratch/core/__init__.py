@@ -7,24 +7,25 @@ __all__ = ['dtype', 'float32', 'float64', 'float16', 'complex64', 'complex128', 
            'SCALAR_TYPES', 'scalar_type', 'finfo', 'iinfo', 'printed_values', 'element_format', 'with_suffixes',
            'one_value', 'Storage', 'Size', 'TypedStorage', 'UntypedStorage', 'GradMode', 'grad_mode', 'is_grad_enabled',
            'no_grad', 'enable_grad', 'set_grad_enabled', 'InferenceCounter', 'INFERENCE', 'InferenceSwitch',
-           'inference_mode', 'is_inference_mode_enabled', 'DEVICE_TYPES', 'device', 'CPU', 'check_device',
-           'set_default_device', 'get_default_device', 'no_gpu', 'gpu_count', 'seed_gpus', 'cuda', 'backends',
-           'check_requires_grad', 'check_grad', 'VersionCounter', 'Tensor', 'tensor_data', 'version_of', 'check_saved',
-           'NODE_NAMES', 'Context', 'AccumulateGrad', 'Function', 'Unrecorded', 'UNRECORDED', 'ForwardMode',
-           'forward_mode', 'linear_jvp', 'unrecorded', 'edge', 'stale_views_need_grad', 'connect', 'is_tensor',
-           'is_inference', 'version_count', 'SAVED_HOOKS', 'Packed', 'pack_saved', 'unpack_saved', 'number_operand',
-           'View', 'Composed', 'make_view', 'view_of', 'rebase', 'shape_of', 'as_array', 'operands', 'broadcast_op',
-           'broadcast_error', 'category', 'dtype_of', 'result_type', 'promoted_dtype', 'Add', 'sum_to', 'expand_to',
-           'expandable', 'broadcast_axes', 'sum_array_to', 'SumToSize', 'Expand', 'ToDtype', 'cast', 'dependencies',
-           'add_grads', 'Slots', 'add_into', 'CopyGrad', 'held_arrays', 'new_buffer', 'first_grad', 'accumulate',
-           'call_backward', 'validate', 'Run', 'propagate', 'at_node', 'at_leaf', 'seed', 'check_roots', 'run_backward',
-           'as_tensors', 'backward', 'clear_grads', 'keep', 'wanted_nodes', 'as_tensor_grad', 'like', 'grad', 'unused',
-           'run_hooks', 'node_hooks', 'default_dtype', 'holds_tensors', 'factory_tensor', 'tensor', 'values_of',
-           'not_numbers', 'size_arg', 'shape_arg', 'factory_shape', 'zeros', 'ones', 'empty', 'full', 'arange',
-           'linspace', 'like_factory', 'zeros_like', 'ones_like', 'empty_like', 'full_like', 'eye', 'from_numpy',
-           'as_tensor', 'two_sum', 'halves', 'two_product', 'odd_sum', 'fma', 'fused', 'REGISTER_BYTES', 'check_range',
-           'arange_values', 'linspace_values', 'Generator', 'default_generator', 'manual_seed', 'random_array', 'drawn',
-           'rand', 'randn', 'randint', 'rand_like', 'randn_like', 'normal']
+           'inference_mode', 'is_inference_mode_enabled', 'DEVICE_TYPES', 'device', 'CPU', 'check_device', 'META',
+           'MetaArray', 'meta_array', 'on_meta', 'NO_DATA', 'set_default_device', 'get_default_device', 'no_gpu',
+           'gpu_count', 'seed_gpus', 'cuda', 'backends', 'check_requires_grad', 'check_grad', 'VersionCounter',
+           'Tensor', 'tensor_data', 'version_of', 'check_saved', 'NODE_NAMES', 'Context', 'AccumulateGrad', 'Function',
+           'Unrecorded', 'UNRECORDED', 'ForwardMode', 'forward_mode', 'linear_jvp', 'unrecorded', 'edge',
+           'stale_views_need_grad', 'connect', 'is_tensor', 'is_inference', 'version_count', 'SAVED_HOOKS', 'Packed',
+           'pack_saved', 'unpack_saved', 'number_operand', 'View', 'Composed', 'make_view', 'view_of', 'rebase',
+           'shape_of', 'as_array', 'operands', 'broadcast_op', 'broadcast_error', 'category', 'dtype_of', 'result_type',
+           'promoted_dtype', 'Add', 'sum_to', 'expand_to', 'expandable', 'broadcast_axes', 'sum_array_to', 'SumToSize',
+           'Expand', 'ToDtype', 'cast', 'dependencies', 'add_grads', 'Slots', 'add_into', 'CopyGrad', 'held_arrays',
+           'new_buffer', 'first_grad', 'accumulate', 'call_backward', 'validate', 'Run', 'propagate', 'at_node',
+           'at_leaf', 'seed', 'check_roots', 'run_backward', 'as_tensors', 'backward', 'clear_grads', 'keep',
+           'wanted_nodes', 'as_tensor_grad', 'like', 'grad', 'unused', 'run_hooks', 'node_hooks', 'default_dtype',
+           'holds_tensors', 'factory_tensor', 'tensor', 'values_of', 'not_numbers', 'size_arg', 'shape_arg',
+           'factory_shape', 'zeros', 'ones', 'empty', 'full', 'arange', 'linspace', 'like_factory', 'zeros_like',
+           'ones_like', 'empty_like', 'full_like', 'eye', 'from_numpy', 'as_tensor', 'two_sum', 'halves', 'two_product',
+           'odd_sum', 'fma', 'fused', 'REGISTER_BYTES', 'check_range', 'arange_values', 'linspace_values', 'Generator',
+           'default_generator', 'manual_seed', 'random_array', 'drawn', 'rand', 'randn', 'randint', 'rand_like',
+           'randn_like', 'normal']
 
 # %% ../../nbs/06a_engine_surface.ipynb
 from fromscratch.core.dtypes import (
@@ -44,6 +45,7 @@ from fromscratch.core.grad_switch import (
 )
 from fromscratch.core.devices import (
     DEVICE_TYPES, device, CPU, check_device, set_default_device, get_default_device,
+    META, MetaArray, meta_array, on_meta, NO_DATA,
     no_gpu, gpu_count, seed_gpus, cuda, backends
 )
 from fromscratch.core.graph import (
@@ -165,6 +167,11 @@ _all_ = [
     'device',
     'CPU',
     'check_device',
+    'META',
+    'MetaArray',
+    'meta_array',
+    'on_meta',
+    'NO_DATA',
     'set_default_device',
     'get_default_device',
     'no_gpu',

@@ -376,7 +376,7 @@ def first_grad(g, own):
     if getattr(g, 'grad_fn', None) is not None: return CopyGrad.apply(g)
     return a.copy()  # an array: `accumulate` makes it a tensor
 
-# %% ../../nbs/06a_engine_surface.ipynb 132
+# %% ../../nbs/06a_engine_surface.ipynb 146
 def validate(node, grads, arrays):
     """Check the gradients `node`'s backward returned (their number, shapes, dtypes) as
     PyTorch does; arrays if `arrays`."""

@@ -2,8 +2,8 @@
 
 # %% auto 0
 __all__ = ['COPY_CONSTRUCT', 'zeros_like', 'ones_like', 'empty_like', 'full_like', 'values_of', 'not_numbers', 'factory_tensor',
-           'default_dtype', 'holds_tensors', 'tensor', 'size_arg', 'shape_arg', 'factory_shape', 'zeros', 'ones',
-           'empty', 'full', 'arange', 'linspace', 'like_factory', 'eye', 'from_numpy', 'as_tensor']
+           'default_dtype', 'holds_tensors', 'tensor', 'size_arg', 'shape_arg', 'factory_shape', 'filled', 'zeros',
+           'ones', 'empty', 'full', 'arange', 'linspace', 'like_factory', 'eye', 'from_numpy', 'as_tensor']
 
 # %% ../../nbs/06a_engine_surface.ipynb
 import builtins
@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from .devices import check_device
+from .devices import check_device, meta_array, on_meta
 from .dtypes import bool, defaults, int64
 from .engine_ops import cast
 from .graph import Tensor, forward_mode
@@ -42,9 +42,10 @@ def not_numbers(data, a):
     return RuntimeError(f"Could not infer dtype of {type(odd).__name__}")
 
 # %% ../../nbs/06a_engine_surface.ipynb
-def factory_tensor(array, requires_grad=False):
-    """A new tensor holding `array`, just made by a factory; a running transform with a
-    `made` method (a recording, notebook 21) decides how."""
+def factory_tensor(array, requires_grad=False, device=None):
+    """A new tensor holding `array`, just made by a factory (on the meta `device`: its
+    shape and dtype); a running transform with a `made` method (21) decides how."""
+    if on_meta(device): array = meta_array(array.shape, array.dtype)
     level = forward_mode.level
     if level is not None and hasattr(level, 'made'):
         return level.made(array, requires_grad)
@@ -94,7 +95,9 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     elif isinstance(data, (list, tuple)) and holds_tensors(data):
         data = values_of(data)
     return factory_tensor(
-        np.array(data, dtype=dtype or default_dtype(data)), requires_grad=requires_grad
+        np.array(data, dtype=dtype or default_dtype(data)),
+        requires_grad=requires_grad,
+        device=device,
     )
 
 # %% ../../nbs/06a_engine_surface.ipynb
@@ -121,45 +124,42 @@ def shape_arg(size, name=None):
 
 def factory_shape(sizes, size, device, name=None):
     """The shape a factory was given, as `f(2, 3)`, `f((2, 3))` or `f(size=(2, 3))`,
-    after checking `device` is the CPU."""
+    after checking `device` is one we have."""
     if device is not None: check_device(device)
     return shape_arg(sizes if size is None else (size,), name)
 
 # %% ../../nbs/06a_engine_surface.ipynb
+def filled(make, shape, dtype, device):
+    """`make(shape, dtype)`, a new array; on the meta device a meta array, with no
+    memory to fill."""
+    if on_meta(device): return meta_array(shape, dtype)
+    return make(shape, dtype=dtype)
+
 def zeros(*sizes, size=None, dtype=None, device=None, requires_grad=False):
     "A tensor of zeros (of the default dtype, float32, unless `dtype` says otherwise)."
+    shape = factory_shape(sizes, size, device, 'zeros')
     return factory_tensor(
-        np.zeros(
-            factory_shape(sizes, size, device, 'zeros'), dtype=dtype or defaults.dtype
-        ),
-        requires_grad,
-    )
+        filled(np.zeros, shape, dtype or defaults.dtype, device), requires_grad)
 
 def ones(*sizes, size=None, dtype=None, device=None, requires_grad=False):
     "A tensor of ones (of the default dtype unless `dtype` says otherwise)."
+    shape = factory_shape(sizes, size, device)
     return factory_tensor(
-        np.ones(factory_shape(sizes, size, device), dtype=dtype or defaults.dtype),
-        requires_grad,
-    )
+        filled(np.ones, shape, dtype or defaults.dtype, device), requires_grad)
 
 def empty(*sizes, size=None, dtype=None, device=None, requires_grad=False):
     "An uninitialised tensor: its values are whatever was in memory."
+    shape = factory_shape(sizes, size, device)
     return factory_tensor(
-        np.empty(factory_shape(sizes, size, device), dtype=dtype or defaults.dtype),
-        requires_grad,
-    )
+        filled(np.empty, shape, dtype or defaults.dtype, device), requires_grad)
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     """A tensor of shape `size` filled with `fill_value`, of `fill_value`'s default
     dtype."""
+    fill = lambda shape, dtype: np.full(shape, fill_value, dtype=dtype)
+    shape = factory_shape((size,), None, device)
     return factory_tensor(
-        np.full(
-            factory_shape((size,), None, device),
-            fill_value,
-            dtype=dtype or default_dtype(fill_value),
-        ),
-        requires_grad,
-    )
+        filled(fill, shape, dtype or default_dtype(fill_value), device), requires_grad)
 
 # %% ../../nbs/06a_engine_surface.ipynb
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
@@ -171,7 +171,8 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     dtype = np.dtype(dtype or (int64 if ints else defaults.dtype))
     if dtype == bool:
         raise NotImplementedError('"arange_cpu" not implemented for \'Bool\'')
-    return factory_tensor(arange_values(start, end, step, dtype), requires_grad)
+    return factory_tensor(
+        arange_values(start, end, step, dtype), requires_grad, device)
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
     "`steps` evenly spaced values from `start` to `end`, both included."
@@ -180,18 +181,19 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
     dtype = np.dtype(dtype or defaults.dtype)
     if dtype == bool:
         raise NotImplementedError('"linspace_cpu" not implemented for \'Bool\'')
-    return factory_tensor(linspace_values(start, end, steps, dtype), requires_grad)
+    return factory_tensor(
+        linspace_values(start, end, steps, dtype), requires_grad, device)
 
 # %% ../../nbs/06a_engine_surface.ipynb
 def like_factory(factory, doc):
-    """`factory_like(t, ...)`: `factory` in the shape (and, unless `dtype` says
-    otherwise, the dtype) of `t`."""
+    """`factory_like(t, ...)`: `factory` in the shape (and, unless `dtype` or `device`
+    say otherwise, the dtype and device) of `t`."""
     def made_like(t, *args, dtype=None, device=None, requires_grad=False):
         return factory(
             t.array.shape,
             *args,
             dtype=dtype or t.array.dtype,
-            device=device,
+            device=device or t.device,
             requires_grad=requires_grad
         )
     made_like.__name__, made_like.__doc__ = f'{factory.__name__}_like', doc
@@ -206,7 +208,8 @@ full_like = like_factory(full, "`fill_value` in the shape of `t`.")
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
     "The n × m identity matrix (n × n if `m` is None)."
     if device is not None: check_device(device)
-    return factory_tensor(np.eye(n, m, dtype=dtype or defaults.dtype), requires_grad)
+    return factory_tensor(
+        np.eye(n, m, dtype=dtype or defaults.dtype), requires_grad, device)
 
 # %% ../../nbs/06a_engine_surface.ipynb
 def from_numpy(ndarray):
@@ -219,9 +222,11 @@ def as_tensor(data, dtype=None, device=None):
     """`data` as a tensor, sharing its memory when it is already a tensor or numpy array
     of that dtype."""
     if device is not None: check_device(device)
-    if isinstance(data, Tensor): return data if dtype is None else cast(data, dtype)
-    if isinstance(data, np.ndarray) and (
+    if isinstance(data, Tensor):
+        data = data if dtype is None else cast(data, dtype)
+        return data if device is None else data.to(device)
+    if isinstance(data, np.ndarray) and not on_meta(device) and (
         dtype is None or np.dtype(dtype) == data.dtype
     ):
         return Tensor(data)
-    return tensor(data, dtype=dtype)
+    return tensor(data, dtype=dtype, device=device)

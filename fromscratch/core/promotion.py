@@ -8,6 +8,7 @@ import builtins
 
 import numpy as np
 
+from .devices import MetaArray, same_device
 from .dtypes import bool, defaults, from_numpy_dtype, int64
 from .graph import Tensor
 
@@ -42,6 +43,8 @@ def broadcast_op(ufunc, a, b):
         x, y = a.array, b.array
     else:
         x, y = operands(a, b)
+    if type(x) is MetaArray or type(y) is MetaArray:
+        same_device((x, y))  # a meta tensor meets a CPU one (06a)
     try: out = ufunc(x, y)
     except ValueError: raise broadcast_error(np.shape(x), np.shape(y)) from None
     return Tensor(out)  # a numpy number (0-d inputs' result) becomes a 0-d array

@@ -2,7 +2,7 @@
 
 # %% auto 0
 __all__ = ['TYPED_STORAGE', 'one_value', 'Storage', 'Size', 'owner_of', 'address_of', 'offset_of', 'strides_of', 'checked_dim',
-           'TypedStorage', 'UntypedStorage']
+           'TypedStorage', 'UntypedStorage', 'meta_strides', 'meta_repr']
 
 # %% ../../nbs/06a_engine_surface.ipynb
 import builtins
@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from .devices import CPU
+from .devices import CPU, MetaArray
 from .dtypes import bool, defaults, from_numpy_dtype, int64
 from .printing import element_format, with_suffixes
 
@@ -39,7 +39,8 @@ class Storage:
     def is_floating_point(self): return self.array.dtype.kind == 'f'
     # where the numbers live (below): strides, offset, the storage, the address
     def stride(self, dim=None):
-        s = strides_of(self.array)
+        s = strides_of(self.array) if type(self.array) is not MetaArray else (
+            meta_strides(self.array.shape))
         return s if dim is None else s[checked_dim(dim, self.array.ndim)]
     def storage_offset(self): return offset_of(self.array)
     def data_ptr(self): return address_of(self.array)
@@ -83,6 +84,7 @@ class Storage:
     # history
     ):
         a = self.array
+        if type(a) is MetaArray: return meta_repr(self)
         body = np.array2string(
             a, separator=', ', prefix='tensor(', formatter={'all': element_format(a)}
         )
@@ -182,3 +184,20 @@ class UntypedStorage(TypedStorage):
     "The same memory as bytes, as torch's `t.untyped_storage()`."
     def element_type(self, array): return np.uint8
     def title(self): return 'UntypedStorage(device=cpu)'
+
+# %% ../../nbs/06a_engine_surface.ipynb
+def meta_strides(shape):
+    "The strides, in elements, of a tensor of `shape` laid out in row order."
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.insert(0, step)
+        step *= builtins.max(n, 1)
+    return tuple(strides)
+
+def meta_repr(t):
+    "How a meta tensor prints: its device and size, then its dtype and history."
+    a = t.array
+    # unlike a CPU tensor's, its dtype is shown unless it is the default float dtype
+    extra = [] if a.dtype == defaults.dtype else [f'dtype={from_numpy_dtype(a.dtype)}']
+    device_size = ["device='meta'", f'size={tuple(a.shape)}']
+    return with_suffixes('tensor(...', device_size + extra + t.history())

@@ -259,7 +259,7 @@ def einsum_array(equation, ins, rhs, operands):
     errors name the equation."""
     arrays = promoted(operands)
     try:
-        return np.asarray(
+        return np.asanyarray(  # (a meta array stays one: 06a)
             np.einsum(f"{','.join(ins)}->{rhs}", *arrays, optimize=len(arrays) > 1)
         )
     except ValueError as e:

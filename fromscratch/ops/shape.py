@@ -359,7 +359,7 @@ class Trace(Function):
         if x.dtype.kind == 'b':
             raise NotImplementedError("\"trace\" not implemented for 'Bool'")
         ctx.shape = x.shape
-        return Tensor(np.asarray(np.trace(x, dtype=sum_dtype(x))))
+        return Tensor(np.asanyarray(np.trace(x, dtype=sum_dtype(x))))
     @staticmethod
     def backward(ctx, grad_output):
         n = builtins.min(ctx.shape)
