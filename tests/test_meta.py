@@ -145,6 +145,9 @@ MIXED = {
     'cpu + meta': lambda lib, m, c: c + m,
     'meta * cpu': lambda lib, m, c: m * c,
     'cat': lambda lib, m, c: lib.cat([m, c]),
+    'stack': lambda lib, m, c: lib.stack([c, m]),
+    'compare': lambda lib, m, c: m == c,
+    'where': lambda lib, m, c: lib.where(m > 0, c, 0.0),
 }
 
 

@@ -150,6 +150,7 @@ class MetaArray(np.ndarray):
         return (out[0] if len(out) == 1 else out) if out else as_meta(result)
     def __array_function__(self, func, types, args, kwargs):
         if func in JOINING: same_device(args[0])
+        if func is np.where: same_device(args)
         args = [[plain(x) for x in a] if type(a) in (list, tuple) else plain(a)
                 for a in args]
         return as_meta(func(*args, **{k: plain(v) for k, v in kwargs.items()}))
