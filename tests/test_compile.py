@@ -411,3 +411,47 @@ def test_the_recording_replayed_last_is_tried_first():
     t = warmed()
     first, second = t.compiled.programs
     assert t.compiled.last is second and list(t.compiled.in_order()) == [second, first]
+
+
+def exp_twice(write_between):
+    "A step that computes exp(3x) twice (x written in place between, if asked), and the same eagerly."
+    def step(x):
+        a = (x * 3.0).exp().sum()
+        if write_between: x.mul_(2.0)
+        return a + (x * 3.0).exp().sum()
+    return step
+
+
+@pytest.mark.parametrize('write_between', [False, True], ids=['repeat', 'written_between'])
+def test_a_repeated_call_on_arrays_runs_once_unless_its_argument_was_written(write_between):
+    step = exp_twice(write_between)
+    compiled = compile(step, options=NO_FUSION)
+    xs = [fs.tensor(np.random.default_rng(k).standard_normal(5)) for k in range(4)]
+    x_eager = [x.clone() for x in xs]
+    for x, xe in zip(xs, x_eager):
+        assert compiled(x).item() == step(xe).item()
+        assert np.array_equal(x.numpy(), xe.numpy())
+    source = compiled.programs[-1].source
+    assert source.count('exp(') == (2 if write_between else 1)
+    assert source.count('multiply(') + source.count(' * ') == (3 if write_between else 1)
+
+
+def test_arrays_deduplicated_leaves_results_that_are_written_and_empty_arrays():
+    from fromscratch.compiler.passes import arrays_deduplicated
+    from fromscratch.compiler.program import ALIAS, CALL, OP, Instr, Var
+    import operator
+    x = Var('x', 'input', (3,), np.dtype(np.float64))
+    a, b, c, d, e, f = (Var(n, 'temp', (3,), np.dtype(np.float64)) for n in 'abcdef')
+    program = [Instr(CALL, np.exp, (x,), outs=(a,)), Instr(CALL, np.exp, (x,), outs=(b,)),
+               Instr(CALL, np.negative, (x,), outs=(c,)), Instr(CALL, np.negative, (x,), outs=(d,)),
+               Instr(OP, operator.iadd, (d, 1.0), writes=(d,)),  # d is written: no alias
+               Instr(CALL, np.empty_like, (x,), outs=(e,)), Instr(CALL, np.empty_like, (x,), outs=(f,))]
+    out = arrays_deduplicated(program)
+    assert [i.form for i in out] == [CALL, ALIAS, CALL, CALL, OP, CALL, CALL]
+    assert out[1].args == (a,) and b.base is a
+    assert d.base is None and f.base is None
+    # 0.0 and -0.0 are different arguments
+    g, h = (Var(n, 'temp', (3,), np.dtype(np.float64)) for n in 'gh')
+    out = arrays_deduplicated([Instr(CALL, np.maximum, (x, 0.0), outs=(g,)),
+                               Instr(CALL, np.maximum, (x, -0.0), outs=(h,))])
+    assert [i.form for i in out] == [CALL, CALL]
