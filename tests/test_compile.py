@@ -455,3 +455,42 @@ def test_arrays_deduplicated_leaves_results_that_are_written_and_empty_arrays():
     out = arrays_deduplicated([Instr(CALL, np.maximum, (x, 0.0), outs=(g,)),
                                Instr(CALL, np.maximum, (x, -0.0), outs=(h,))])
     assert [i.form for i in out] == [CALL, CALL]
+
+
+def strided_add(out_in_row_order=True):
+    "x + y of two (4, 6) float32 views out of row order (x[:, ::2] of a (4, 12), y the transpose of a (6, 4))."
+    from fromscratch.compiler.program import CALL, Instr, Var
+    f32 = np.dtype(np.float32)
+    x = Var('x', 'input', (4, 6), f32, contiguous=False, strides=(12, 2))
+    y = Var('y', 'input', (4, 6), f32, contiguous=False, strides=(1, 4))
+    r = Var('r', 'temp', (4, 6), f32, contiguous=out_in_row_order,
+            strides=(6, 1) if out_in_row_order else (1, 4))
+    return [Instr(CALL, np.add, (x, y), outs=(r,))], r
+
+
+def test_a_call_on_views_out_of_row_order_is_a_kernel_that_reads_any_strides():
+    from fromscratch.compiler.fusion import FUSED, load_kernels, with_fusion
+    instrs, r = strided_add()
+    out, kernels = with_fusion(instrs, {r})
+    assert [i.form for i in out] == [FUSED] and len(kernels) == 1
+    try: kernel = getattr(load_kernels(kernels), kernels[0].name)
+    except (RuntimeError, OSError): pytest.skip('no C++ compiler')
+    rng = np.random.default_rng(0)
+    for x, y in [(rng.standard_normal((4, 12))[:, ::2], rng.standard_normal((6, 4)).T),  # as recorded
+                 (rng.standard_normal((4, 18))[:, ::3], rng.standard_normal((4, 6))),  # other strides
+                 (rng.standard_normal((8, 6))[::2], rng.standard_normal((4, 6, 2))[:, :, 1])]:
+        x, y = x.astype(np.float32), y.astype(np.float32)
+        result = np.empty((4, 6), np.float32)
+        kernel(x, y, result)
+        assert np.array_equal(result, x + y)
+
+
+def test_a_new_array_out_of_row_order_and_a_single_call_in_row_order_are_not_fused():
+    from fromscratch.compiler.fusion import with_fusion
+    from fromscratch.compiler.program import CALL, Instr, Var
+    instrs, r = strided_add(out_in_row_order=False)  # numpy made it in the inputs' order
+    assert with_fusion(instrs, {r}) == (instrs, [])
+    f32 = np.dtype(np.float32)
+    x, y, s = (Var(n, 'temp', (4, 6), f32, strides=(6, 1)) for n in 'xys')
+    instrs = [Instr(CALL, np.add, (x, y), outs=(s,))]  # one call in row order: numpy's own loop
+    assert with_fusion(instrs, {s}) == (instrs, [])
