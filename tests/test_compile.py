@@ -494,3 +494,23 @@ def test_a_new_array_out_of_row_order_and_a_single_call_in_row_order_are_not_fus
     x, y, s = (Var(n, 'temp', (4, 6), f32, strides=(6, 1)) for n in 'xys')
     instrs = [Instr(CALL, np.add, (x, y), outs=(s,))]  # one call in row order: numpy's own loop
     assert with_fusion(instrs, {s}) == (instrs, [])
+
+
+def test_a_mask_in_a_kernel_is_a_choice_of_1_or_0_with_numpys_values():
+    # g * (x > 0): the bool becomes 1.0 or 0.0 by a choice (which the compiler vectorises)
+    from fromscratch.compiler.fusion import kernel_source, load_kernels, with_fusion
+    from fromscratch.compiler.program import CALL, Instr, Var
+    f64, b = np.dtype(np.float64), np.dtype(np.bool_)
+    x, g = (Var(n, 'input', (7,), f64, strides=(1,)) for n in 'xg')
+    m, r = Var('m', 'temp', (7,), b, strides=(1,)), Var('r', 'temp', (7,), f64, strides=(1,))
+    instrs = [Instr(CALL, np.greater, (x, 0), outs=(m,)), Instr(CALL, np.multiply, (g, m), outs=(r,))]
+    _, kernels = with_fusion(instrs, {r})
+    assert '? (double)1 : (double)0' in kernel_source(kernels[0])
+    try: kernel = getattr(load_kernels(kernels), kernels[0].name)
+    except (RuntimeError, OSError): pytest.skip('no C++ compiler')
+    xs = np.array([1.0, -1.0, 0.0, -0.0, np.nan, 2.0, -3.0])
+    gs = np.array([-1.0, -1.0, np.inf, -2.0, 3.0, np.nan, np.nan])
+    out = np.empty(7)
+    kernel(xs, gs, out)
+    with np.errstate(invalid='ignore'): want = gs * (xs > 0)  # inf * 0: nan
+    assert np.array_equal(out, want, equal_nan=True) and np.array_equal(np.signbit(out), np.signbit(want))

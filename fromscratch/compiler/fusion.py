@@ -263,8 +263,7 @@ class Kernel:
         self.name, self.shape, self.arrays, self.numbers = name, group.shape, [], []
         self.lines, value, made = [], {}, []
         for k, m in enumerate(group.members):
-            args = [f'({C_TYPES[c]})({self.read(x, value)})'
-                    for x, c in zip(m.operands, m.casts)]
+            args = [self.cast(x, c, value) for x, c in zip(m.operands, m.casts)]
             t = C_TYPES[m.result.dtype]
             self.lines.append(f'const {t} r{k} = ({t}){m.code.format(*args)};')
             value[m.result] = f'r{k}'
@@ -302,7 +301,15 @@ def _offset(self, x, recorded=True):
     return ' + '.join(f'i{d} * {s}' if s != 1 else f'i{d}'
                       for d, s in enumerate(steps) if s) or '0'
 
-Kernel.read, Kernel.offset = _read, _offset
+def _cast(self, x, dtype, value):
+    """Operand `x` in the loop, as the C type of `dtype` (from a bool array by a choice
+    of 1 or 0, which the C++ compiler vectorises, where a cast it does not)."""
+    t, v = C_TYPES[dtype], self.read(x, value)
+    if isinstance(x, Var) and x.dtype == np.bool_ and dtype != np.bool_:
+        return f'(({v}) ? ({t})1 : ({t})0)'
+    return f'({t})({v})'
+
+Kernel.read, Kernel.offset, Kernel.cast = _read, _offset, _cast
 Kernel.flat = property(lambda self: all(a.shape == self.shape and a.contiguous
                                          for a in self.arrays))
 Kernel.strided = property(lambda self: [a for a in self.arrays if not a.contiguous])
@@ -414,7 +421,8 @@ def module_source(name, kernels):
 
 def load_kernels(kernels, name='fs_fused'):
     "Compile the module of `kernels` (once per source, cached like `20_extension`'s)."
-    flags = ('-I' + python_headers(), '-O3', '-ffp-contract=off', '-fno-math-errno')
+    flags = ('-I' + python_headers(), '-O3', '-ffp-contract=off', '-fno-math-errno',
+             '-fno-trapping-math')
     path = str(build_library(name, module_source(name, kernels), flags))
     loader = importlib.machinery.ExtensionFileLoader(name, path)
     module = importlib.util.module_from_spec(
