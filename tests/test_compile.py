@@ -450,6 +450,10 @@ def test_arrays_deduplicated_leaves_results_that_are_written_and_empty_arrays():
     assert [i.form for i in out] == [CALL, ALIAS, CALL, CALL, OP, CALL, CALL]
     assert out[1].args == (a,) and b.base is a
     assert d.base is None and f.base is None
+    # results the step leaves behind (a .grad each, say) stay two arrays
+    a2, b2 = (Var(n, 'temp', (3,), np.dtype(np.float64)) for n in ('a2', 'b2'))
+    repeat = [Instr(CALL, np.exp, (x,), outs=(a2,)), Instr(CALL, np.exp, (x,), outs=(b2,))]
+    assert [i.form for i in arrays_deduplicated(repeat, live={b2})] == [CALL, CALL]
     # 0.0 and -0.0 are different arguments
     g, h = (Var(n, 'temp', (3,), np.dtype(np.float64)) for n in 'gh')
     out = arrays_deduplicated([Instr(CALL, np.maximum, (x, 0.0), outs=(g,)),

@@ -66,10 +66,11 @@ def is_pure(instr):
 
 
 # %% ../../nbs/21_compile.ipynb
-def arrays_deduplicated(instrs):
+def arrays_deduplicated(instrs, live=()):
     """The program where each call on arrays that repeats an earlier one (none of its
-    arguments written since, neither result ever written) is an `ALIAS` of it."""
-    written = {w.root for i in instrs for w in i.writes}
+    arguments written since, neither result ever written nor `live`) is an `ALIAS` of
+    it."""
+    written = {w.root for i in instrs for w in i.writes} | {v.root for v in live}
     seen, same, out = {}, {}, []  # key -> (call, roots it reads); repeat -> first
     for i in instrs:
         if same: i = Instr(i.form, i.fn, substituted(i.args, same),
@@ -134,7 +135,7 @@ def without_dead_code(instrs, live):
 
 def fewer_calls(builder, instrs, live):
     "The pass 'dead_code': each of the four above."
-    instrs = arrays_deduplicated(deduplicated(instrs))
+    instrs = arrays_deduplicated(deduplicated(instrs), live)
     return without_dead_code(with_copies_elided(instrs, live), live)
 
 PASSES['dead_code'] = fewer_calls
