@@ -411,3 +411,110 @@ def test_the_recording_replayed_last_is_tried_first():
     t = warmed()
     first, second = t.compiled.programs
     assert t.compiled.last is second and list(t.compiled.in_order()) == [second, first]
+
+
+def exp_twice(write_between):
+    "A step that computes exp(3x) twice (x written in place between, if asked), and the same eagerly."
+    def step(x):
+        a = (x * 3.0).exp().sum()
+        if write_between: x.mul_(2.0)
+        return a + (x * 3.0).exp().sum()
+    return step
+
+
+@pytest.mark.parametrize('write_between', [False, True], ids=['repeat', 'written_between'])
+def test_a_repeated_call_on_arrays_runs_once_unless_its_argument_was_written(write_between):
+    step = exp_twice(write_between)
+    compiled = compile(step, options=NO_FUSION)
+    xs = [fs.tensor(np.random.default_rng(k).standard_normal(5)) for k in range(4)]
+    x_eager = [x.clone() for x in xs]
+    for x, xe in zip(xs, x_eager):
+        assert compiled(x).item() == step(xe).item()
+        assert np.array_equal(x.numpy(), xe.numpy())
+    source = compiled.programs[-1].source
+    assert source.count('exp(') == (2 if write_between else 1)
+    assert source.count('multiply(') + source.count(' * ') == (3 if write_between else 1)
+
+
+def test_arrays_deduplicated_leaves_results_that_are_written_and_empty_arrays():
+    from fromscratch.compiler.passes import arrays_deduplicated
+    from fromscratch.compiler.program import ALIAS, CALL, OP, Instr, Var
+    import operator
+    x = Var('x', 'input', (3,), np.dtype(np.float64))
+    a, b, c, d, e, f = (Var(n, 'temp', (3,), np.dtype(np.float64)) for n in 'abcdef')
+    program = [Instr(CALL, np.exp, (x,), outs=(a,)), Instr(CALL, np.exp, (x,), outs=(b,)),
+               Instr(CALL, np.negative, (x,), outs=(c,)), Instr(CALL, np.negative, (x,), outs=(d,)),
+               Instr(OP, operator.iadd, (d, 1.0), writes=(d,)),  # d is written: no alias
+               Instr(CALL, np.empty_like, (x,), outs=(e,)), Instr(CALL, np.empty_like, (x,), outs=(f,))]
+    out = arrays_deduplicated(program)
+    assert [i.form for i in out] == [CALL, ALIAS, CALL, CALL, OP, CALL, CALL]
+    assert out[1].args == (a,) and b.base is a
+    assert d.base is None and f.base is None
+    # results the step leaves behind (a .grad each, say) stay two arrays
+    a2, b2 = (Var(n, 'temp', (3,), np.dtype(np.float64)) for n in ('a2', 'b2'))
+    repeat = [Instr(CALL, np.exp, (x,), outs=(a2,)), Instr(CALL, np.exp, (x,), outs=(b2,))]
+    assert [i.form for i in arrays_deduplicated(repeat, live={b2})] == [CALL, CALL]
+    # 0.0 and -0.0 are different arguments
+    g, h = (Var(n, 'temp', (3,), np.dtype(np.float64)) for n in 'gh')
+    out = arrays_deduplicated([Instr(CALL, np.maximum, (x, 0.0), outs=(g,)),
+                               Instr(CALL, np.maximum, (x, -0.0), outs=(h,))])
+    assert [i.form for i in out] == [CALL, CALL]
+
+
+def strided_add(out_in_row_order=True):
+    "x + y of two (4, 6) float32 views out of row order (x[:, ::2] of a (4, 12), y the transpose of a (6, 4))."
+    from fromscratch.compiler.program import CALL, Instr, Var
+    f32 = np.dtype(np.float32)
+    x = Var('x', 'input', (4, 6), f32, contiguous=False, strides=(12, 2))
+    y = Var('y', 'input', (4, 6), f32, contiguous=False, strides=(1, 4))
+    r = Var('r', 'temp', (4, 6), f32, contiguous=out_in_row_order,
+            strides=(6, 1) if out_in_row_order else (1, 4))
+    return [Instr(CALL, np.add, (x, y), outs=(r,))], r
+
+
+def test_a_call_on_views_out_of_row_order_is_a_kernel_that_reads_any_strides():
+    from fromscratch.compiler.fusion import FUSED, load_kernels, with_fusion
+    instrs, r = strided_add()
+    out, kernels = with_fusion(instrs, {r})
+    assert [i.form for i in out] == [FUSED] and len(kernels) == 1
+    try: kernel = getattr(load_kernels(kernels), kernels[0].name)
+    except (RuntimeError, OSError): pytest.skip('no C++ compiler')
+    rng = np.random.default_rng(0)
+    for x, y in [(rng.standard_normal((4, 12))[:, ::2], rng.standard_normal((6, 4)).T),  # as recorded
+                 (rng.standard_normal((4, 18))[:, ::3], rng.standard_normal((4, 6))),  # other strides
+                 (rng.standard_normal((8, 6))[::2], rng.standard_normal((4, 6, 2))[:, :, 1])]:
+        x, y = x.astype(np.float32), y.astype(np.float32)
+        result = np.empty((4, 6), np.float32)
+        kernel(x, y, result)
+        assert np.array_equal(result, x + y)
+
+
+def test_a_new_array_out_of_row_order_and_a_single_call_in_row_order_are_not_fused():
+    from fromscratch.compiler.fusion import with_fusion
+    from fromscratch.compiler.program import CALL, Instr, Var
+    instrs, r = strided_add(out_in_row_order=False)  # numpy made it in the inputs' order
+    assert with_fusion(instrs, {r}) == (instrs, [])
+    f32 = np.dtype(np.float32)
+    x, y, s = (Var(n, 'temp', (4, 6), f32, strides=(6, 1)) for n in 'xys')
+    instrs = [Instr(CALL, np.add, (x, y), outs=(s,))]  # one call in row order: numpy's own loop
+    assert with_fusion(instrs, {s}) == (instrs, [])
+
+
+def test_a_mask_in_a_kernel_is_a_choice_of_1_or_0_with_numpys_values():
+    # g * (x > 0): the bool becomes 1.0 or 0.0 by a choice (which the compiler vectorises)
+    from fromscratch.compiler.fusion import kernel_source, load_kernels, with_fusion
+    from fromscratch.compiler.program import CALL, Instr, Var
+    f64, b = np.dtype(np.float64), np.dtype(np.bool_)
+    x, g = (Var(n, 'input', (7,), f64, strides=(1,)) for n in 'xg')
+    m, r = Var('m', 'temp', (7,), b, strides=(1,)), Var('r', 'temp', (7,), f64, strides=(1,))
+    instrs = [Instr(CALL, np.greater, (x, 0), outs=(m,)), Instr(CALL, np.multiply, (g, m), outs=(r,))]
+    _, kernels = with_fusion(instrs, {r})
+    assert '? (double)1 : (double)0' in kernel_source(kernels[0])
+    try: kernel = getattr(load_kernels(kernels), kernels[0].name)
+    except (RuntimeError, OSError): pytest.skip('no C++ compiler')
+    xs = np.array([1.0, -1.0, 0.0, -0.0, np.nan, 2.0, -3.0])
+    gs = np.array([-1.0, -1.0, np.inf, -2.0, 3.0, np.nan, np.nan])
+    out = np.empty(7)
+    kernel(xs, gs, out)
+    with np.errstate(invalid='ignore'): want = gs * (xs > 0)  # inf * 0: nan
+    assert np.array_equal(out, want, equal_nan=True) and np.array_equal(np.signbit(out), np.signbit(want))

@@ -3,8 +3,8 @@
 # %% auto 0
 __all__ = ['C_TYPES', 'FLOATS', 'ARITHMETIC', 'IN_PLACE', 'COMPARISON', 'LOGICAL', 'READ_NUMBER', 'PREAMBLE', 'Elementwise',
            'participant', 'loop_dtype', 'fusable_operand', 'elementwise', 'elementwise_of', 'broadcastable', 'Group',
-           'is_view', 'fusion_groups', 'c_literal', 'element_strides', 'Kernel', 'kernel_head', 'number_ctype',
-           'kernel_loop', 'kernel_source', 'module_source', 'load_kernels', 'with_fusion', 'fused']
+           'is_view', 'fusion_groups', 'kept', 'c_literal', 'element_strides', 'Kernel', 'kernel_head', 'number_ctype',
+           'kernel_loop', 'kernel_loops', 'kernel_source', 'module_source', 'load_kernels', 'with_fusion', 'fused']
 
 # %% ../../nbs/21_compile.ipynb
 import importlib.machinery
@@ -92,15 +92,17 @@ def loop_dtype(f, operands):
     return dt
 
 def fusable_operand(x):
-    "Whether a loop can read `x`: a number, or an array in row order of a known dtype."
+    """Whether a loop can read `x`: a number, or an array of a known dtype, in row order
+    or with known strides."""
     if isinstance(x, Var):
         if x.kind == 'scalar': return type(x.value) in (int, float, bool)
-        return x.dtype in C_TYPES and x.contiguous
+        return x.dtype in C_TYPES and (x.contiguous or x.strides is not None)
     return (
         type(x) in (int, float, bool)
         or isinstance(x, np.generic)
         and x.dtype in C_TYPES
     )
+
 
 # %% ../../nbs/21_compile.ipynb
 def elementwise(instr):
@@ -119,6 +121,11 @@ def elementwise(instr):
             if ok
             else None
         )
+    if instr.form == METHOD and f == 'copy' and len(args) == 1 and not kw:
+        a = args[0]  # a copy: the identity, into a new array in row order
+        if isinstance(a, Var) and a.kind != 'scalar' and fusable_operand(a):
+            return Elementwise(instr, [a], [a.dtype], '{}', a.dtype, instr.outs[0])
+        return None
     target, out = None, None
     if instr.form == OP and f in IN_PLACE: f, target = IN_PLACE[f], args[0]
     elif instr.form == CALL and 'out' in kw:
@@ -129,6 +136,7 @@ def elementwise(instr):
             or target is None and out is None or target is not None and
             not isinstance(target, Var)): return None
     return elementwise_of(instr, f, list(args), out, target)
+
 
 # %% ../../nbs/21_compile.ipynb
 def elementwise_of(instr, f, args, out, target):
@@ -168,12 +176,18 @@ class Group:
         self.members.append(e)
         if e.target is not None: self.written[e.target.root] = e.target
     def makes(self, v): return any(v is m.result for m in self.members)
+    def strided(self):
+        "Whether it reads or writes an array of two dimensions or more, out of order."
+        return any(isinstance(x, Var) and len(x.shape) > 1 and not x.contiguous
+                   for m in self.members for x in m.operands + [m.result])
+
 
 # %% ../../nbs/21_compile.ipynb
 def _accepts(self, e):
     "Whether `e` can join: its shape, and the same view of any memory written here."
     r = e.result
-    if r.shape != self.shape or e.target is not None and not r.contiguous: return False
+    if r.shape != self.shape or not r.contiguous and (
+            e.target is None or r.strides is None): return False  # new: in row order
     for x in e.operands + [r]:
         if not isinstance(x, Var) or x.kind == 'scalar' or not x.shape: continue
         if not broadcastable(x.shape, self.shape): return False
@@ -184,6 +198,7 @@ def _accepts(self, e):
         for m in self.members for x in m.operands)
 
 Group.accepts = _accepts
+
 
 # %% ../../nbs/21_compile.ipynb
 def is_view(instr):
@@ -197,7 +212,7 @@ def is_view(instr):
 # %% ../../nbs/21_compile.ipynb
 def fusion_groups(instrs):
     """The program as a list of calls and of `Group`s of two or more elementwise calls
-    to fuse (views a group does not touch move before it)."""
+    (or one out of row order) to fuse (views a group does not touch move before it)."""
     out, group, moved = [], None, []
     for i in instrs:
         e = None if is_scalar(i) else elementwise(i)
@@ -208,16 +223,20 @@ def fusion_groups(instrs):
             moved.append(i)
         else:
             if group is not None:
-                out += moved + [
-                    group if len(group.members) > 1 else group.members[0].instr
-                ]
+                out += moved + [kept(group)]
             group, moved = (
                 Group(e) if e is not None and Group(e).accepts(e) else None
             ), []
             if group is None: out.append(i)
     if group is not None:
-        out += moved + [group if len(group.members) > 1 else group.members[0].instr]
+        out += moved + [kept(group)]
     return out
+
+def kept(group):
+    "A group to fuse, or its one call (a loop would not beat numpy's)."
+    fuse = len(group.members) > 1 or group.strided()
+    return group if fuse else group.members[0].instr
+
 
 # %% ../../nbs/21_compile.ipynb
 def c_literal(x, dtype):
@@ -244,8 +263,7 @@ class Kernel:
         self.name, self.shape, self.arrays, self.numbers = name, group.shape, [], []
         self.lines, value, made = [], {}, []
         for k, m in enumerate(group.members):
-            args = [f'({C_TYPES[c]})({self.read(x, value)})'
-                    for x, c in zip(m.operands, m.casts)]
+            args = [self.cast(x, c, value) for x, c in zip(m.operands, m.casts)]
             t = C_TYPES[m.result.dtype]
             self.lines.append(f'const {t} r{k} = ({t}){m.code.format(*args)};')
             value[m.result] = f'r{k}'
@@ -271,27 +289,46 @@ def _read(self, x, value):
     if x not in self.arrays: self.arrays.append(x)
     return f'a{self.arrays.index(x)}[@{self.arrays.index(x)}@]'  # the index: at the end
 
-def _offset(self, x):
-    "The index of `x`'s element in the loop (`i` if every array has the loop's shape)."
+def _offset(self, x, recorded=True):
+    """The index of `x`'s element in the loop (`i` if every array has the loop's shape
+    in row order); out of order, by its strides as recorded, or as they are (`t`)."""
     if self.flat: return 'i' if self.shape else '0'  # (a 0-d loop has no `i`)
     steps = element_strides(x, self.shape)
+    if not x.contiguous:
+        j, lead = self.arrays.index(x), len(self.shape) - len(x.shape)
+        steps = [0] * lead + [0 if n == 1 else s if recorded else f't{j}_{d}'
+                              for d, (n, s) in enumerate(zip(x.shape, x.strides))]
     return ' + '.join(f'i{d} * {s}' if s != 1 else f'i{d}'
                       for d, s in enumerate(steps) if s) or '0'
 
-Kernel.read, Kernel.offset = _read, _offset
-Kernel.flat = property(lambda self: all(a.shape == self.shape for a in self.arrays))
+def _cast(self, x, dtype, value):
+    """Operand `x` in the loop, as the C type of `dtype` (from a bool array by a choice
+    of 1 or 0, which the C++ compiler vectorises, where a cast it does not)."""
+    t, v = C_TYPES[dtype], self.read(x, value)
+    if isinstance(x, Var) and x.dtype == np.bool_ and dtype != np.bool_:
+        return f'(({v}) ? ({t})1 : ({t})0)'
+    return f'({t})({v})'
+
+Kernel.read, Kernel.offset, Kernel.cast = _read, _offset, _cast
+Kernel.flat = property(lambda self: all(a.shape == self.shape and a.contiguous
+                                         for a in self.arrays))
+Kernel.strided = property(lambda self: [a for a in self.arrays if not a.contiguous])
+
 
 # %% ../../nbs/21_compile.ipynb
 def kernel_head(k):
     "The C++ that opens kernel `k`: the arrays' memory, checked, and the numbers."
     na, written = len(k.arrays), {id(v) for v in k.outs + k.writes}
     flags = ', '.join('1' if id(v) in written else '0' for v in k.arrays) or '0'
+    strided = ', '.join('0' if v.contiguous else '1' for v in k.arrays) or '0'
     head = [
         f'static PyObject* {k.name}(PyObject*, PyObject* const* args, Py_ssize_t) {{',
         f'    static const int WRITTEN[] = {{{flags}}};',
+        f'    static const int STRIDED[] = {{{strided}}};',
         f'    Py_buffer b[{max(na, 1)}]; int got = 0;',
         f'    for (; got < {na}; ++got) if (PyObject_GetBuffer(args[got], &b[got],',
-        '        PyBUF_C_CONTIGUOUS | (WRITTEN[got] ? PyBUF_WRITABLE : 0)) < 0) break;',
+        '        (STRIDED[got] ? PyBUF_STRIDES : PyBUF_C_CONTIGUOUS)'
+        ' | (WRITTEN[got] ? PyBUF_WRITABLE : 0)) < 0) break;',
         (
             f'    if (got < {na}) {{ while (got) PyBuffer_Release(&b[--got]); return'
             ' NULL; }'
@@ -300,10 +337,14 @@ def kernel_head(k):
     for j, v in enumerate(k.arrays):  # distinct memory each: `__restrict__` says so
         t = ('' if id(v) in written else 'const ') + C_TYPES[v.dtype] + '*'
         head.append(f'    {t} __restrict__ a{j} = ({t})b[{j}].buf;')
+        head += [f'    const int64_t t{j}_{d} = b[{j}].strides[{d}]'
+                 f' / {v.dtype.itemsize};' for d, n in enumerate(v.shape)
+                 if n != 1 and not v.contiguous]
     for j, v in enumerate(k.numbers):
         t = number_ctype(v)
         head.append(f'    const {t} s{j} = ({t}){READ_NUMBER[t]}(args[{na + j}]);')
     return head
+
 
 # %% ../../nbs/21_compile.ipynb
 def number_ctype(var):
@@ -315,12 +356,12 @@ def number_ctype(var):
 READ_NUMBER = {'bool': 'PyObject_IsTrue', 'int64_t': 'PyLong_AsLongLong',
                'double': 'PyFloat_AsDouble'}
 
-def kernel_loop(k):
+def kernel_loop(k, recorded=True):
     "The C++ of kernel `k`'s loop (nested, one level per dimension, unless flat)."
     body = k.lines + [f'a{k.arrays.index(r)}[@{k.arrays.index(r)}@] = {v};'
                       for r, v in k.stores]
     for j, v in enumerate(k.arrays):
-        body = [x.replace(f'@{j}@', k.offset(v)) for x in body]
+        body = [x.replace(f'@{j}@', k.offset(v, recorded)) for x in body]
     loops, indent = [], '    '
     for d, n in enumerate([int(np.prod(k.shape))] if k.flat and k.shape else k.shape):
         i = 'i' if k.flat else f'i{d}'
@@ -329,6 +370,18 @@ def kernel_loop(k):
     return (
         loops + [indent[:-4] + '{'] + [indent + x for x in body] + [indent[:-4] + '}']
     )
+
+def kernel_loops(k):
+    """Kernel `k`'s loop; with arrays out of row order, one for the strides they had
+    when recorded (constants the compiler can vectorise with), one for any others."""
+    if not k.strided: return kernel_loop(k)
+    same = ' && '.join(f't{j}_{d} == {s}' for j, v in enumerate(k.arrays)
+                       if not v.contiguous for d, (n, s) in enumerate(zip(v.shape,
+                                                                         v.strides))
+                       if n != 1) or 'true'
+    return ([f'    if ({same}) {{'] + kernel_loop(k) + ['    } else {']
+            + kernel_loop(k, False) + ['    }'])
+
 
 # %% ../../nbs/21_compile.ipynb
 PREAMBLE = r'''#define PY_SSIZE_T_CLEAN
@@ -348,7 +401,8 @@ def kernel_source(k):
     "The C++ function of kernel `k`."
     tail = ['    while (got) PyBuffer_Release(&b[--got]);',
             '    if (PyErr_Occurred()) return NULL;', '    Py_RETURN_NONE;', '}']
-    return '\n'.join(kernel_head(k) + kernel_loop(k) + tail)
+    return '\n'.join(kernel_head(k) + kernel_loops(k) + tail)
+
 
 # %% ../../nbs/21_compile.ipynb
 def module_source(name, kernels):
@@ -367,7 +421,8 @@ def module_source(name, kernels):
 
 def load_kernels(kernels, name='fs_fused'):
     "Compile the module of `kernels` (once per source, cached like `20_extension`'s)."
-    flags = ('-I' + python_headers(), '-O3', '-ffp-contract=off', '-fno-math-errno')
+    flags = ('-I' + python_headers(), '-O3', '-ffp-contract=off', '-fno-math-errno',
+             '-fno-trapping-math')
     path = str(build_library(name, module_source(name, kernels), flags))
     loader = importlib.machinery.ExtensionFileLoader(name, path)
     module = importlib.util.module_from_spec(

@@ -17,18 +17,22 @@ from fromscratch.compiler.proxies import (
 # %% ../../nbs/21_compile.ipynb
 class Var:
     """A value of a recorded program: an input, a constant or the result of a call, as
-    it was when recorded; `base`: the variable whose memory it views."""
-    __slots__ = ('name', 'kind', 'shape', 'dtype', 'base', 'value', 'contiguous')
+    it was when recorded; `base`: the variable whose memory it views; `strides`: its
+    steps in elements, if known."""
+    __slots__ = ('name', 'kind', 'shape', 'dtype', 'base', 'value', 'contiguous',
+                 'strides')
     def __init__(self, name, kind, shape=(), dtype=None, base=None, value=None,
-                 contiguous=True):
+                 contiguous=True, strides=None):
         self.name, self.kind, self.shape, self.dtype = name, kind, shape, dtype
         self.base, self.value, self.contiguous = base, value, contiguous
+        self.strides = strides
     root = property(lambda self: self.base or self)
     def __repr__(self): return self.name
 
 # the recording's own forms, beside the proxies' calls
 CHECK, CONST, DRAW, GUARD, ALIAS, FUSED = (
     'check', 'const', 'draw', 'guard', 'alias', 'fused')
+
 
 # %% ../../nbs/21_compile.ipynb
 class Instr:

@@ -69,10 +69,15 @@ def _var(self, kind, real, hint=None, base=None, value=None):
         while name in self.taken: k, name = k + 1, f'{hint}_{k + 1}'
     self.taken.add(name)
     contiguous = getattr(getattr(real, 'flags', None), 'c_contiguous', True)
+    steps = getattr(real, 'strides', None)
+    if steps is not None and all(s % real.itemsize == 0 for s in steps):
+        steps = tuple(s // real.itemsize for s in steps)
+    else: steps = None
     v = Var(name, kind, np.shape(real), getattr(real, 'dtype', None), base,
-            real if kind == 'scalar' else value, contiguous)
+            real if kind == 'scalar' else value, contiguous, steps)
     self.vars.append(v)
     return v
+
 
 # %% ../../nbs/21_compile.ipynb
 def _proxy(self, real, kind='temp', hint=None, base=None):
