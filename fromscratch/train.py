@@ -304,8 +304,7 @@ def option_problems(args):
         problems.append("argument --mirror: only used with --full")
     if args.compile and args.nproc > 1:
         problems.append("argument --compile: not with --nproc, whose processes talk")
-    for option, given in (('--full', args.full), ('--nproc', args.nproc > 1),
-                          ('--compile', args.compile)):
+    for option, given in (('--full', args.full), ('--nproc', args.nproc > 1)):
         if gpt and given:
             problems.append(
                 f"argument {option}: not for --model gpt, which reads names"
@@ -503,7 +502,9 @@ def run_gpt(args):
     from fromscratch.models.gpt import gpt_run  # loaded only for this model
     options = ('epochs', 'batch_size', 'lr', 'schedule', 'seed', 'train_size', 'bars')
     with np.errstate(over='ignore', invalid='ignore', divide='ignore'):
-        history, bigram, names = gpt_run(*(getattr(args, o) for o in options))
+        history, bigram, names = gpt_run(
+            *(getattr(args, o) for o in options), compiled=args.compile
+        )
     if not math.isfinite(loss := history.epochs[-1]['valid_loss']):
         raise TrainingDiverged(f"training diverged (loss={loss}): try a smaller --lr")
     return history, bigram, names

@@ -13,6 +13,7 @@ from ..data import write_atomically
 from ..train import installed, number_type, output_problem, stdout_gone
 from ..training import show_progress
 from .cnn import cnn_job
+from .compiled_steps import compile_job
 from .gpt import gpt_job
 from .ladder import matmul_job
 from .memory import gc_job, memory_job
@@ -63,6 +64,7 @@ WORKER_JOBS = {
     'cnn': cnn_job,
     'func': func_job,
     'gpt': gpt_job,
+    'compile': compile_job,
 }
 PROG = 'python -m fromscratch.bench'
 

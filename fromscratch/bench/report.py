@@ -346,6 +346,24 @@ def _gpt_lines(results):
     )
 
 # %% ../../nbs/13_bench.ipynb
+def _compile_lines(results):
+    """Part 11 of the report: each compiled step beside our eager step, torch's and (the
+    MLP's) numpy's, with the seconds its first two calls took."""
+    c = results.get('compile')
+    if not c: return []
+    from fromscratch.lessons.matmul import format_seconds
+    names = ('compiled', 'eager', 'torch', 'numpy')
+    rows = [(f"{r['model']}, batch {r['batch']}",
+             *(format_seconds(r['seconds'][n]) if n in r['seconds'] else '-'
+               for n in names),
+             f"{r['seconds']['compiled'] / r['seconds']['eager']:.2f}",
+             f"{r['first_calls']:.2f} s") for r in c]
+    return ['', "11. the step compiled (21_compile: fromscratch.compile), notebook"
+                " process, one thread; first calls: the recording and its kernels"
+            ] + _table(('step', *names, 'compiled/eager', 'first calls'), rows)
+
+
+# %% ../../nbs/13_bench.ipynb
 def _header_lines(results):
     "The first lines of the report: versions, machine, threads, BLAS kernel and load."
     s = results['system']
@@ -401,6 +419,7 @@ def format_report(results):
         _func_lines,
         _data_parallel_lines,
         _gpt_lines,
+        _compile_lines,
         _target_lines,
         _footer_lines,
     )

@@ -11,6 +11,7 @@ import time
 
 from .blas import OPENBLAS_OVERRIDES
 from .cnn import CNN_SIZES
+from .compiled_steps import compile_job
 from .data_parallel import DP_STEPS, data_parallel_times
 from .gpt import GPT_BATCH
 from .ladder import LADDER_SHAPES
@@ -54,6 +55,7 @@ PARTS = {
     'func': 'forward mode and torch.func',
     'data_parallel': 'data parallel, 1 and 2 processes',
     'gpt': 'GPT training step',
+    'compile': 'compiled training steps',
     'notebooks': 'notebook suite (python -m pytest nbs)',
 }
 PART_SECONDS = {
@@ -67,6 +69,7 @@ PART_SECONDS = {
         func=14,
         data_parallel=16,
         gpt=12,
+        compile=12,
     ),
     'full': dict(
         matmul=10,
@@ -78,6 +81,7 @@ PART_SECONDS = {
         func=74,
         data_parallel=18,
         gpt=30,
+        compile=120,
         notebooks=300,
     ),
 }
@@ -164,6 +168,7 @@ def run_benchmarks(quick=False, rounds=None, threads=1, notebooks=None, log=None
     with part('data_parallel'):
         results['data_parallel'] = data_parallel_times(DP_STEPS[mode], threads=threads)
     with part('gpt'): results['gpt'] = job('gpt', 'notebook', batch=GPT_BATCH, **timed)
+    with part('compile'): results['compile'] = job('compile', 'notebook', **timed)
     results['notebooks'] = None
     if notebooks and repo_root():
         with part('notebooks'): results['notebooks'] = time_notebooks()

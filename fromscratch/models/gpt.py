@@ -99,17 +99,20 @@ def gpt_step(model, opt, X, Y, clip=1.0, lib=fs):
 
 # %% ../../nbs/12c_gpt.ipynb
 def train_gpt(model, X, Y, steps=2000, batch_size=32, lr=3e-3, schedule='one-cycle',
-              seed=0, progress=None):
+              seed=0, progress=None, compiled=False):
     """Train `model` on random batches of `(X, Y)` with AdamW, one-cycle unless
-    `schedule` is `'constant'`; the loss of each step."""
+    `schedule` is `'constant'` (`compiled`: the step by `fs.compile`, `21_compile`); the
+    loss of each step."""
     opt = gpt_optimizer(model, lr)
+    step = lambda Xb, Yb: gpt_step(model, opt, Xb, Yb)
+    if compiled: step = fs.compile(step)
     scheduler = None if schedule == 'constant' else fs.optim.lr_scheduler.OneCycleLR(
         opt, max_lr=lr, total_steps=steps, cycle_momentum=False)
     rng, losses = np.random.default_rng(seed), []
     model.train()
     for _ in batch_bar(range(steps), 'steps', progress):
         ix = fs.tensor(rng.integers(0, len(X), batch_size))
-        losses.append(gpt_step(model, opt, X[ix], Y[ix]).item())
+        losses.append(step(X[ix], Y[ix]).item())
         if scheduler is not None: scheduler.step()
     return losses
 
@@ -144,7 +147,7 @@ def decode_words(ids, vocab):
 
 # %% ../../nbs/12c_gpt.ipynb
 def gpt_run(epochs=1, batch_size=32, lr=3e-3, schedule='one-cycle', seed=0,
-            train_size=None, progress=None, block_size=16):
+            train_size=None, progress=None, block_size=16, compiled=False):
     """`python -m fromscratch.train --model gpt`: the GPT trained on the surnames; its
     `History`, the bigram's validation loss and five names it writes."""
     words = names_sample()
@@ -157,7 +160,7 @@ def gpt_run(epochs=1, batch_size=32, lr=3e-3, schedule='one-cycle', seed=0,
     model, history, start = GPT(block_size=block_size), History(), time.perf_counter()
     steps = epochs * math.ceil(len(train) / batch_size)
     history.train_loss = train_gpt(model, X, Y, steps, batch_size, lr, schedule, seed,
-                                   progress)
+                                   progress, compiled)
     valid_loss = gpt_loss(model, Xv, Yv)
     history.epochs.append(dict(epoch=epochs, step=steps, valid_loss=valid_loss))
     history.seconds = time.perf_counter() - start
