@@ -5,13 +5,13 @@ __all__ = ['compile_job']
 
 # %% ../../nbs/13_bench.ipynb
 from .blas import worker_torch
-from .compiled import compile_benchmark
 
 
 # %% ../../nbs/13_bench.ipynb
 def compile_job(spec):
     """Worker job: the seconds per step of each compiled model beside our eager step,
     torch's and numpy's, and the seconds its first two calls took."""
+    from fromscratch.bench.compiled import compile_benchmark  # 21_compile
     worker_torch(spec['threads'])
     return compile_benchmark(spec['rounds'], spec['round_time'])
 

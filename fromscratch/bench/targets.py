@@ -4,7 +4,6 @@
 __all__ = ['STEP_TARGETS', 'NOTEBOOK_LIMIT', 'CNN_TARGET', 'GPT_TARGET', 'check_targets']
 
 # %% ../../nbs/13_bench.ipynb
-from .compiled import COMPILE_TARGETS
 from .memory import SHARE_LIMIT, flat_limit
 from .training_step import step_ratios
 from .workers import PROCESSES
@@ -82,6 +81,7 @@ def check_targets(results):
         s = results['gpt']['seconds']
         checks.append((f"GPT step, batch {GPT_TARGET[0]}, notebook: {GPT_TARGET[1]}",
                        s['ours'] / s['torch'], GPT_TARGET[2]))
+    from fromscratch.bench.compiled import COMPILE_TARGETS  # 21_compile
     for r in results.get('compile') or []:
         for (model, batch, other), limit in COMPILE_TARGETS.items():
             if (model, batch) == (r['model'], r['batch']):
