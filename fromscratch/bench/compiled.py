@@ -96,7 +96,7 @@ def main(argv=None):
     from fromscratch.train import set_blas_threads
     args = sys.argv[1:] if argv is None else argv
     rounds = int(args[0]) if args else 15
-    set_blas_threads(1)  # numpy's products on one thread, as torch's and every contender's
+    set_blas_threads(1)  # numpy's products on one thread, as every contender's
     for line in report(compile_benchmark(rounds)): print(line)
 
 if __name__ == '__main__' and '__file__' in globals():
