@@ -21,6 +21,7 @@ from fromscratch.bench import (CHAIN_ENGINES, CONTENDERS, PROCESSES, STEP_WORKER
                                check_targets, format_report, gc_profile, graph_alive, is_flat, library_step,
                                make_step, memory_profile, mlp_grads_numpy, mlp_problem, numpy_step, run_worker,
                                tracked_per_step, worker_env, Worker)
+from fromscratch.bench.compiled import COMPILE_TARGETS
 from fromscratch.testing import check_close
 
 NAMES = ('0.weight', '0.bias', '2.weight', '2.bias')
@@ -150,8 +151,8 @@ def test_cli_compiled_steps(quick_run):
         assert set(r['seconds']) == expected and all(v > 0 for v in r['seconds'].values()) and r['first_calls'] > 0
     targets = {t['what']: t for t in results['targets'] if t['what'].startswith('compiled ')}
     assert sorted(targets) == sorted(f'compiled {m} step, batch {b}, notebook: compiled/{o}'
-                                     for m, b, o in bench.compiled.COMPILE_TARGETS)
-    for (model, batch, other), limit in bench.compiled.COMPILE_TARGETS.items():
+                                     for m, b, o in COMPILE_TARGETS)
+    for (model, batch, other), limit in COMPILE_TARGETS.items():
         s = next(r['seconds'] for r in rows if (r['model'], r['batch']) == (model, batch))
         t = targets[f'compiled {model} step, batch {batch}, notebook: compiled/{other}']
         assert t['value'] == s['compiled'] / s[other] and t['limit'] == limit and t['passed'] == (t['value'] <= limit)
