@@ -523,3 +523,81 @@ def test_a_mask_in_a_kernel_is_a_choice_of_1_or_0_with_numpys_values():
     kernel(xs, gs, out)
     with np.errstate(invalid='ignore'): want = gs * (xs > 0)  # inf * 0: nan
     assert np.array_equal(out, want, equal_nan=True) and np.array_equal(np.signbit(out), np.signbit(want))
+
+
+REDUCTION_SHAPES = [(1024, 10), (3, 7), (5, 8), (2, 129), (4, 300), (1000, 1), (2, 4099), (1, 1), (7,),
+                    (300,), (5, 1), (1, 9), (4, 3, 5), (6, 2, 1), (2, 70000)]
+
+
+@pytest.mark.parametrize('dtype', [np.float32, np.float64])
+def test_a_reduction_by_rows_is_a_kernel_equal_to_numpys_to_the_last_bit(dtype):
+    # sums add in numpy's order (pairwise along the last axis, row after row along the first),
+    # so they equal numpy's bytes; max and min equal numpy's values, a nan included
+    from fromscratch.compiler.fusion import Reduction, load_kernels, reduced_rows
+    from fromscratch.compiler.program import METHOD, Instr, Var
+    dt, kernels, cases = np.dtype(dtype), [], []
+    for shape in REDUCTION_SHAPES:
+        x = Var('x', 'temp', shape, dt)
+        for op in ('sum', 'max', 'min'):
+            for axis, keep in ((-1, False), (0, True), (None, False), (len(shape) - 1, True)):
+                ref = getattr(np.zeros(shape, dt), op)(axis=axis, keepdims=keep)
+                call = Instr(METHOD, op, (x,), {'axis': axis, 'keepdims': keep},
+                             outs=(Var('o', 'temp', ref.shape, dt),))
+                kernels.append(Reduction(f'k{len(kernels)}', call, *reduced_rows(call)))
+                cases.append((shape, op, axis, keep))
+    try: module = load_kernels(kernels, f'fs_reductions_{dt.name}')
+    except (RuntimeError, OSError): pytest.skip('no C++ compiler')
+    rng = np.random.default_rng(0)
+    for k, (shape, op, axis, keep) in zip(kernels, cases):
+        for special in (False, True):
+            a = (rng.standard_normal(shape) * 10.0 ** rng.uniform(-3, 3, shape)).astype(dt)
+            if special and a.size > 3:  # a -0.0, and for max and min a nan
+                a.flat[1] = -0.0
+                if op != 'sum': a.flat[2] = np.nan
+            want = getattr(a, op)(axis=axis, keepdims=keep)
+            got = np.full(np.shape(want), 7.0, dt)
+            getattr(module, k.name)(a, got)
+            if op == 'sum': assert got.tobytes() == np.asarray(want).tobytes(), (shape, axis)
+            else: assert np.array_equal(got, want, equal_nan=True), (shape, op, axis)
+
+
+def test_integer_max_and_min_are_kernels_and_integer_sums_and_other_reductions_are_not():
+    from fromscratch.compiler.fusion import Reduction, load_kernels, reduced_rows
+    from fromscratch.compiler.program import METHOD, Instr, Var
+    i64, f32 = np.dtype(np.int64), np.dtype(np.float32)
+    x = Var('x', 'temp', (9, 4), i64)
+    call = lambda op, *args, dt=i64, shape=(), **kw: Instr(
+        METHOD, op, (x,) + args, kw, outs=(Var('o', 'temp', shape, dt),))
+    assert reduced_rows(call('max')) == (x, 1, 36, True)
+    assert reduced_rows(call('min', 0, shape=(4,))) == (x, 9, 4, False)
+    assert reduced_rows(call('sum')) is None  # an integer sum: numpy's (it may overflow)
+    assert reduced_rows(call('max', axis=1, out=None)) is None  # out=, dtype=, initial=: numpy's
+    assert reduced_rows(call('mean', dt=np.dtype(np.float64))) is None
+    y = Var('y', 'temp', (2, 3, 4), f32)
+    middle = Instr(METHOD, 'sum', (y,), {'axis': 1}, outs=(Var('o', 'temp', (2, 4), f32),))
+    assert reduced_rows(middle) is None  # a middle axis: numpy's
+    strided = Var('s', 'temp', (3, 4), f32, contiguous=False, strides=(1, 3))
+    assert reduced_rows(Instr(METHOD, 'sum', (strided, 0), outs=(Var('o', 'temp', (4,), f32),))) is None
+    k = Reduction('imax', call('max', 1, shape=(9,)), *reduced_rows(call('max', 1, shape=(9,))))
+    try: kernel = getattr(load_kernels([k], 'fs_int_max'), 'imax')
+    except (RuntimeError, OSError): pytest.skip('no C++ compiler')
+    a = np.random.default_rng(1).integers(-10**12, 10**12, (9, 4))
+    out = np.empty(9, np.int64)
+    kernel(a, out)
+    assert np.array_equal(out, a.max(1))
+
+
+def test_one_call_that_spreads_an_array_over_rows_is_fused_one_in_row_order_is_not():
+    # (1024, 10) + (10,): numpy runs its loop once per row, a kernel does it in one pass
+    from fromscratch.compiler.fusion import FUSED, with_fusion
+    from fromscratch.compiler.program import CALL, Instr, Var
+    f32 = np.dtype(np.float32)
+    z, b, c = Var('z', 'temp', (1024, 10), f32), Var('b', 'input', (10,), f32), Var('c', 'temp', (1024, 1), f32)
+    for other in (b, c):
+        r = Var('r', 'temp', (1024, 10), f32)
+        out, kernels = with_fusion([Instr(CALL, np.subtract, (z, other), outs=(r,))], {r})
+        assert [i.form for i in out] == [FUSED] and len(kernels) == 1
+    for other in (2.0, Var('s', 'temp', (), f32), Var('w', 'temp', (1024, 10), f32)):
+        r = Var('r', 'temp', (1024, 10), f32)
+        instrs = [Instr(CALL, np.multiply, (z, other), outs=(r,))]
+        assert with_fusion(instrs, {r}) == (instrs, [])
