@@ -182,8 +182,8 @@ class Group:
         return any(isinstance(x, Var) and len(x.shape) > 1 and not x.contiguous
                    for m in self.members for x in m.operands + [m.result])
     def spread(self):
-        """Whether it spreads an array (of more than one number) over the rows of a larger
-        one."""
+        """Whether it spreads an array (of more than one number) over the rows of a
+        larger one."""
         return len(self.shape) > 1 and any(
             isinstance(x, Var) and x.shape and x.shape != self.shape
             and math.prod(x.shape) > 1 for m in self.members for x in m.operands)
@@ -440,8 +440,8 @@ REDUCE = {'sum': None, 'max': 'fs_max', 'min': 'fs_min'}  # the C++ of max and m
 INTEGERS = {np.dtype(np.int64), np.dtype(np.int32)}
 
 def reduced_rows(instr):
-    """(array, rows, row length, along the last axis?) of a sum, max or min of an array in
-    row order that a loop over rows computes as numpy does; None for any other call."""
+    """(array, rows, row length, along the last axis?) of a sum, max or min of an
+    array in row order that a loop over rows computes as numpy does; else None."""
     args, kw = instr.args, dict(instr.kwargs)
     if (instr.form != METHOD or instr.fn not in REDUCE or len(instr.outs) != 1
             or len(args) > 2 or not set(kw) <= {'axis', 'keepdims'}
@@ -460,14 +460,15 @@ def reduced_rows(instr):
     if axis % n == n - 1: return x, size // x.shape[-1], x.shape[-1], True
     if axis % n == 0:  # one column: numpy sums it as a row
         columns = size // x.shape[0]
-        return (x, 1, x.shape[0], True) if columns == 1 else (x, x.shape[0], columns, False)
+        if columns == 1: return x, 1, x.shape[0], True
+        return x, x.shape[0], columns, False
     return None
 
 
 # %% ../../nbs/21_compile.ipynb
 class Reduction:
-    """The C++ of a sum, max or min over the rows of an array in row order (`last`: each
-    row reduced to a number; else the rows reduced to one, column by column)."""
+    """The C++ of a sum, max or min over the rows of an array in row order (`last`:
+    each row reduced to a number; else the rows reduced to one, column by column)."""
     def __init__(self, name, instr, x, rows, n, last):
         self.name, self.op, self.rows, self.n, self.last = name, instr.fn, rows, n, last
         self.arrays, self.numbers = [x, instr.outs[0]], []
@@ -475,25 +476,29 @@ class Reduction:
 
     @property
     def loop(self):
-        t, rows, n, f = C_TYPES[self.arrays[0].dtype], self.rows, self.n, REDUCE[self.op]
+        t, rows, n = C_TYPES[self.arrays[0].dtype], self.rows, self.n
+        f, row = REDUCE[self.op], f'a0 + r * {n}'
         if self.last and f is None:  # numpy adds the pairwise sum of a row to 0
             return [f'for (int64_t r = 0; r < {rows}; ++r) {{',
-                    f'    {t} s = 0; s += fs_pairwise<{t}>(a0 + r * {n}, {n}); a1[r] = s;',
+                    f'    {t} s = 0; s += fs_pairwise<{t}>({row}, {n}); a1[r] = s;',
                     '}']
         if self.last:
             return [f'for (int64_t r = 0; r < {rows}; ++r) {{',
                     f'    {t} m = a0[r * {n}];',
-                    f'    for (int64_t j = 1; j < {n}; ++j) m = {f}(m, a0[r * {n} + j]);',
+                    f'    for (int64_t j = 1; j < {n}; ++j) m = {f}(m, ({row})[j]);',
                     '    a1[r] = m;', '}']
-        first = '(' + t + ')0' if f is None else 'a0[j]'  # a sum starts at 0, max at row 0
-        step = 'a1[j] + a0[r * {0} + j]' if f is None else f + '(a1[j], a0[r * {0} + j])'
+        if f is None:  # the rows added one after another, from 0
+            first, start, step = f'({t})0', 0, f'a1[j] + ({row})[j]'
+        else:  # from the first row
+            first, start, step = 'a0[j]', 1, f'{f}(a1[j], ({row})[j])'
         return [f'for (int64_t j = 0; j < {n}; ++j) a1[j] = {first};',
-                f'for (int64_t r = {0 if f is None else 1}; r < {rows}; ++r)',
-                f'    for (int64_t j = 0; j < {n}; ++j) a1[j] = {step.format(n)};']
+                f'for (int64_t r = {start}; r < {rows}; ++r)',
+                f'    for (int64_t j = 0; j < {n}; ++j) a1[j] = {step};']
 
     @property
     def source(self):
-        tail = ['    while (got) PyBuffer_Release(&b[--got]);', '    Py_RETURN_NONE;', '}']
+        tail = ['    while (got) PyBuffer_Release(&b[--got]);', '    Py_RETURN_NONE;',
+                '}']
         return '\n'.join(kernel_head(self) + ['    ' + x for x in self.loop] + tail)
 
 
